@@ -1,0 +1,27 @@
+"""The text an agent reads after a step: what happened, where it went wrong, how fast it ran."""
+
+from __future__ import annotations
+
+from kerneldojo.result import STATUS_MEANING, EvalResult
+
+
+def render_feedback(result: EvalResult) -> str:
+    lines = [f"Status: {result.status} ({STATUS_MEANING[result.status]})."]
+    lines += result.messages
+    if result.status == "ok" and result.max_abs_error is not None:
+        lines.append(f"Max abs error over {result.cases_checked} checked input sets: {result.max_abs_error:.3g}")
+    if result.timed:
+        lines.append(f"Timed on {result.device} (median of repeated runs, CUDA events, cold L2):")
+        for t in result.timings:
+            row = f"  {t.case}: {t.submission.median_ms:.4g} ms"
+            if t.eager:
+                row += f", eager {t.eager.median_ms:.4g} ms ({t.speedup:.2f}x)"
+            if t.compiled:
+                row += f", torch.compile {t.compiled.median_ms:.4g} ms ({t.speedup_vs_compile:.2f}x)"
+            if t.roofline_fraction:
+                row += f", {100 * t.roofline_fraction:.0f}% of roofline"
+            lines.append(row)
+        if result.speedup is not None:
+            lines.append(f"Speedup over eager PyTorch (geometric mean): {result.speedup:.2f}x")
+    lines.append(f"Reward: {result.reward:.3f}")
+    return "\n".join(lines)

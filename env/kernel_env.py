@@ -1,0 +1,99 @@
+"""`KernelEnv`: each step submits kernel source for one task and returns the judge's verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from kerneldojo.graders.reward import RewardConfig
+from kerneldojo.judge import Judge, versions
+from kerneldojo.result import EvalResult
+from kerneldojo.tasks import get_task
+
+from .feedback import render_feedback
+from .spaces import SourceText
+
+MAX_SOURCE_CHARS = 200_000
+MAX_TEXT_CHARS = 1_000_000
+
+
+class KernelEnv(gym.Env[dict, str]):
+    """Observation: the task's prompt, reference source, starter, the last feedback and the turn.
+    Action: kernel source (Triton/Python, CUDA C++ or CuTe). Reward: see `RewardConfig`.
+    An episode is a conversation of up to `max_turns` submissions; it truncates after the last.
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        task: str,
+        language: str | None = None,
+        device: str | None = "auto",
+        max_turns: int = 4,
+        reward: RewardConfig | None = None,
+        stop_on_success: bool = False,
+        render_mode: str | None = None,
+        judge: Judge | None = None,
+    ):
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+        self.task = get_task(task)
+        if language is not None and not self.task.allows(language):
+            raise ValueError(f"task {task!r} accepts {', '.join(self.task.spec.languages)}, not {language!r}")
+        self.language = language
+        self.max_turns, self.stop_on_success, self.render_mode = max_turns, stop_on_success, render_mode
+        self.judge = judge or Judge(device, reward=reward)
+        self.action_space = SourceText(MAX_SOURCE_CHARS)
+        self.observation_space = spaces.Dict({
+            "prompt": SourceText(MAX_TEXT_CHARS),
+            "reference": SourceText(MAX_TEXT_CHARS),
+            "starter": SourceText(MAX_TEXT_CHARS),
+            "feedback": SourceText(MAX_TEXT_CHARS),
+            "turn": spaces.Discrete(max_turns + 1),
+        })  # fmt: skip
+        self._turn, self._feedback = 0, ""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._turn, self._feedback = 0, ""
+        return self._observation(), {"task": self.task.id, "language": self._starter_language()}
+
+    def step(self, action: str):
+        if self._turn >= self.max_turns:
+            raise RuntimeError("the episode is over (max_turns reached); call reset() first")
+        self._turn += 1
+        result = self._evaluate(action)
+        self._feedback = render_feedback(result)
+        terminated = self.stop_on_success and result.ok
+        truncated = not terminated and self._turn >= self.max_turns
+        info = {"result": result, "status": result.status, "turn": self._turn}
+        return self._observation(), result.reward, terminated, truncated, info
+
+    def render(self) -> str | None:
+        return self._feedback if self.render_mode == "ansi" else None
+
+    def _evaluate(self, source: str) -> EvalResult:
+        try:
+            return self.judge.evaluate(self.task, source, self.language)
+        except ValueError as e:  # a detected language this task does not take: the agent's mistake
+            result = EvalResult(
+                task=self.task.id, language=self.language or "unknown", device=self.judge.device.name,
+                mode=self.judge.device.mode, status="compile_error", messages=[str(e)], versions=versions(),
+            )  # fmt: skip
+            result.reward = self.judge.reward(result.status, None)
+            return result
+
+    def _starter_language(self) -> str:
+        return self.language or self.task.spec.languages[0]
+
+    def _observation(self) -> dict:
+        return {
+            "prompt": self.task.spec.prompt.strip(),
+            "reference": self.task.reference_source,
+            "starter": self.task.starter(self._starter_language()),
+            "feedback": self._feedback,
+            "turn": self._turn,
+        }

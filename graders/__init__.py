@@ -1,0 +1,1 @@
+"""Grading steps, one module each: compile, correctness, timing, checks, roofline, reward."""

@@ -1,0 +1,169 @@
+"""Compile step: detect the language, then turn source into a file the sandbox can load.
+
+Python/Triton source is written to a real file (Triton reads its kernels' source back from disk).
+CUDA and CuTe source is built by `nvcc -shared` into a `.so`, once per dtype where the task's
+signature uses `scalar_t`. Builds are cached under a key of everything that changes the binary.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kerneldojo.tasks import C_SCALAR_TYPES, LANGUAGES, Task
+
+NVCC_FLAGS = ("-shared", "-Xcompiler", "-fPIC", "-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo")
+# Forced includes do not shift the submission's line numbers, unlike a prepended prelude.
+NVCC_INCLUDES = ("-include", "cuda_fp16.h", "-include", "cuda_bf16.h")
+COMPILE_TIMEOUT_S = 180
+
+
+class CompileError(Exception):
+    """The submission did not compile; the message cites the submission's own line numbers."""
+
+
+@dataclass(frozen=True)
+class Build:
+    language: str
+    source_path: Path  # the submission as written to disk
+    libraries: dict[str, Path] = field(default_factory=dict)  # dtype -> .so, for cuda/cute
+    cached: bool = False
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("KERNELDOJO_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    path = Path(root) / "kerneldojo" / "build"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def detect_language(source: str) -> str:
+    """Guess the language of a submission from its text."""
+    if re.search(r"#include\s*[<\"](cute|cutlass)/", source):
+        return "cute"
+    if re.search(r"__global__|extern\s+\"C\"|#include\s*[<\"]cuda", source):
+        return "cuda"
+    if re.search(r"^\s*(import|from)\s+triton\b", source, re.M):
+        return "triton"
+    return "python"
+
+
+def check_language(task: Task, language: str) -> None:
+    if language not in LANGUAGES:
+        raise ValueError(f"language {language!r} is not one of {', '.join(LANGUAGES)}")
+    if not task.allows(language):
+        raise ValueError(
+            f"task {task.id!r} accepts {', '.join(task.spec.languages)}, not {language!r}; "
+            f"pass language= one of those"
+        )
+
+
+def compile_submission(task: Task, source: str, language: str, arch: str) -> Build:
+    """Write or build the submission. `arch` is e.g. '90a' (the GPU's, or the CPU-mode default)."""
+    if language in ("triton", "python"):
+        key = _digest(language, source)
+        folder = cache_dir() / key
+        folder.mkdir(exist_ok=True)
+        path = folder / "submission.py"
+        path.write_text(source)
+        try:
+            compile(source, "submission.py", "exec")
+        except SyntaxError as e:
+            raise CompileError(f"submission.py, line {e.lineno}: SyntaxError: {e.msg}\n    {(e.text or '').rstrip()}")
+        return Build(language, path)
+    return _build_native(task, source, language, arch)
+
+
+def _build_native(task: Task, source: str, language: str, arch: str) -> Build:
+    nvcc = shutil.which("nvcc") or _cuda_home_nvcc()
+    if nvcc is None:
+        raise CompileError("judge: nvcc not found; install the CUDA toolkit or put nvcc on PATH")
+    uses_scalar_t = "scalar_t" in task.spec.cuda.signature
+    dtypes = task.spec.dtypes if uses_scalar_t else task.spec.dtypes[:1]
+    gencode = f"-gencode=arch=compute_{arch},code=sm_{arch}"
+    base_flags = [*NVCC_FLAGS, gencode, *NVCC_INCLUDES]
+    if language == "cute":
+        base_flags += ["-I", str(cutlass_include_dir())]
+    libraries, all_cached = {}, True
+    for dtype in dtypes:
+        flags = [*base_flags, f"-Dscalar_t={C_SCALAR_TYPES[dtype]}", f"-DKD_DTYPE_{dtype.upper()}"]
+        key = _digest(language, source, *flags, nvcc_version(nvcc))
+        library = cache_dir() / key / "submission.so"
+        if not library.exists():
+            all_cached = False
+            _run_nvcc(nvcc, source, flags, library)
+        libraries[dtype] = library
+    return Build(language, cache_dir() / key / "submission.cu", libraries, cached=all_cached)
+
+
+def _run_nvcc(nvcc: str, source: str, flags: list[str], library: Path) -> None:
+    library.parent.mkdir(parents=True, exist_ok=True)
+    src = library.with_name("submission.cu")
+    src.write_text(source)
+    # Build beside the target and rename, so a concurrent or interrupted build never leaves half a file.
+    with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
+        out = Path(tmp) / "submission.so"
+        try:
+            proc = subprocess.run(
+                [nvcc, *flags, "submission.cu", "-o", str(out)],
+                cwd=library.parent, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise CompileError(f"nvcc ran past {COMPILE_TIMEOUT_S} s; simplify the templates or unrolling") from None
+        if proc.returncode != 0:
+            raise CompileError(_clean_nvcc_output(proc.stderr + proc.stdout, library.parent))
+        os.replace(out, library)
+
+
+def _clean_nvcc_output(text: str, folder: Path) -> str:
+    text = text.replace(f"{folder}/", "")
+    lines = [ln for ln in text.splitlines() if ln.strip() and "Compilation terminated" not in ln]
+    errors = [ln for ln in lines if "error" in ln]
+    head = "\n".join(lines[:40])
+    return head if errors else f"nvcc failed:\n{head}"
+
+
+def _digest(*parts: str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _cuda_home_nvcc() -> str | None:
+    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if home and (Path(home) / "bin" / "nvcc").exists():
+            return str(Path(home) / "bin" / "nvcc")
+    return None
+
+
+@functools.cache
+def nvcc_version(nvcc: str | None = None) -> str | None:
+    nvcc = nvcc or shutil.which("nvcc") or _cuda_home_nvcc()
+    if nvcc is None:
+        return None
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    match = re.search(r"release ([\d.]+), V([\d.]+)", out)
+    return match.group(2) if match else out.strip().splitlines()[-1]
+
+
+@functools.cache
+def cutlass_include_dir() -> Path:
+    """CUTLASS/CuTe headers: $CUTLASS_INCLUDE, else the `nvidia-cutlass` package's copy."""
+    if os.environ.get("CUTLASS_INCLUDE"):
+        return Path(os.environ["CUTLASS_INCLUDE"])
+    try:
+        import cutlass_library
+    except ImportError:
+        raise CompileError(
+            "judge: CuTe headers not found; `pip install nvidia-cutlass` or set CUTLASS_INCLUDE"
+        ) from None
+    return Path(cutlass_library.__file__).parent / "source" / "include"

@@ -1,0 +1,88 @@
+"""Correctness: compare a submission's outputs with the reference's, element by element."""
+
+from __future__ import annotations
+
+import torch
+
+from kerneldojo.result import Mismatch
+from kerneldojo.tasks import Tolerance
+
+# Where the judge allocates the outputs it fills them with this first, so unwritten elements show.
+POISON = float("nan")
+
+
+class WrongOutput(Exception):
+    """The outputs are not what the reference gives; `mismatch` says where, when it is numeric."""
+
+    def __init__(self, message: str, mismatch: Mismatch | None = None):
+        super().__init__(message)
+        self.mismatch = mismatch
+
+
+def poisoned_like(expected: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    out = []
+    for t in expected:
+        fill = POISON if t.is_floating_point() else torch.iinfo(t.dtype).min
+        out.append(torch.full_like(t, fill, memory_format=torch.contiguous_format))
+    return tuple(out)
+
+
+def check_outputs(got: tuple, expected: tuple[torch.Tensor, ...], tol: Tolerance, case: str) -> float:
+    """Raise WrongOutput unless every output matches; return the largest absolute error."""
+    if len(got) != len(expected):
+        raise WrongOutput(f"{case}: returned {len(got)} output(s), expected {len(expected)}")
+    worst = 0.0
+    for i, (g, e) in enumerate(zip(got, expected)):
+        _check_structure(i, g, e, case)
+        worst = max(worst, _compare_values(i, g, e, tol, case))
+    return worst
+
+
+def _check_structure(i: int, got, expected: torch.Tensor, case: str) -> None:
+    where = f"{case}: output {i}"
+    if type(got) is not torch.Tensor:
+        raise WrongOutput(f"{where} is a {type(got).__name__}, expected a plain torch.Tensor")
+    for attribute in ("shape", "dtype", "device"):
+        if getattr(got, attribute) != getattr(expected, attribute):
+            raise WrongOutput(f"{where} has {attribute} {getattr(got, attribute)}, expected {getattr(expected, attribute)}")
+
+
+def _compare_values(i: int, got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, case: str) -> float:
+    if got.numel() == 0:
+        return 0.0
+    g, e = got.detach().double(), expected.detach().double()
+    error = (g - e).abs()
+    bad = error > tol.atol + tol.rtol * e.abs()
+    # NaN passes only where the reference has NaN too; inf only where it has the same inf.
+    bad |= torch.isnan(g) != torch.isnan(e)
+    bad |= torch.isinf(e) & (g != e)
+    bad &= ~(torch.isnan(g) & torch.isnan(e))
+    finite_error = torch.where(torch.isfinite(error), error, torch.zeros_like(error))
+    max_abs = float(finite_error.max())
+    count = int(bad.sum())
+    if count == 0:
+        return max_abs
+    # Report the worst element among those that fail (an unwritten NaN counts as infinitely wrong).
+    score = torch.where(bad, torch.nan_to_num(error, nan=float("inf"), posinf=float("inf")), -1.0)
+    flat = int(score.argmax())
+    index = [int(x) for x in torch.unravel_index(torch.tensor(flat), got.shape)]
+    rel = finite_error / e.abs().clamp_min(1e-12)
+    mismatch = Mismatch(
+        case=case, output=i, index=index,
+        got=float(g.flatten()[flat]), expected=float(e.flatten()[flat]),
+        max_abs_error=max_abs if not torch.isnan(g).any() else float("inf"),
+        max_rel_error=float(rel[bad].max()), mismatched=count, total=got.numel(),
+    )  # fmt: skip
+    what = "unwritten or NaN" if torch.isnan(g.flatten()[flat]) else "differs"
+    raise WrongOutput(
+        f"{case}: output {i} {what} at index {tuple(index)}: got {mismatch.got:.6g}, expected {mismatch.expected:.6g} "
+        f"({count} of {got.numel()} elements outside atol={tol.atol:g}, rtol={tol.rtol:g})",
+        mismatch,
+    )
+
+
+def check_inputs_unchanged(before: tuple[torch.Tensor, ...], after: tuple[torch.Tensor, ...], case: str) -> None:
+    for i, (b, a) in enumerate(zip(before, after)):
+        if not torch.equal(b, a) and not (b.is_floating_point() and torch.equal(b.isnan(), a.isnan())
+                                          and torch.equal(b.nan_to_num(), a.nan_to_num())):
+            raise WrongOutput(f"{case}: input {i} was modified; a submission must not write to its inputs")

@@ -1,0 +1,59 @@
+"""Timing: CUDA events around each call, after warm-up, with L2 flushed and the device idle.
+
+Each timed call gets a cold L2 (a buffer twice its size is written first) and the device is
+synchronized before and after, so no earlier work overlaps it. Calls rotate over several input
+sets (one zero-argument call each). Repetition stops when the relative standard error of the mean falls under `target_rse`, or
+when the time budget or the run cap is reached; the median is the figure reported.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+
+from kerneldojo.result import TimeStats
+
+
+def time_calls(
+    calls: Sequence[Callable[[], object]],
+    device: torch.device,
+    l2_bytes: int,
+    warmup: int = 3,
+    min_runs: int = 10,
+    max_runs: int = 500,
+    budget_s: float = 2.0,
+    target_rse: float = 0.005,
+) -> TimeStats:
+    flush = torch.empty(max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device=device)
+    for i in range(warmup):
+        calls[i % len(calls)]()
+    torch.cuda.synchronize(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    while len(times) < max_runs:
+        flush.zero_()
+        torch.cuda.synchronize(device)
+        start.record()
+        calls[len(times) % len(calls)]()
+        end.record()
+        torch.cuda.synchronize(device)
+        times.append(start.elapsed_time(end))
+        if len(times) >= min_runs and (_rse(times) < target_rse or time.perf_counter() > deadline):
+            break
+    return summarize(times)
+
+
+def summarize(times_ms: Sequence[float]) -> TimeStats:
+    q = statistics.quantiles(times_ms, n=4) if len(times_ms) > 1 else [times_ms[0]] * 3
+    return TimeStats(
+        median_ms=statistics.median(times_ms), mean_ms=statistics.fmean(times_ms),
+        min_ms=min(times_ms), max_ms=max(times_ms), iqr_ms=q[2] - q[0], runs=len(times_ms),
+    )  # fmt: skip
+
+
+def _rse(times: Sequence[float]) -> float:
+    return statistics.stdev(times) / (len(times) ** 0.5 * statistics.fmean(times))

@@ -1,0 +1,36 @@
+"""kerneldojo: a gymnasium environment, a judge and a leaderboard for GPU kernels.
+
+    import kerneldojo
+    env = kerneldojo.make("softmax", language="triton")
+    obs, info = env.reset()
+    obs, reward, terminated, truncated, info = env.step(my_kernel_source)
+    kerneldojo.evaluate("softmax", my_kernel_source)   # one EvalResult, no episode
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from kerneldojo.graders.reward import RewardConfig
+from kerneldojo.result import EvalResult
+from kerneldojo.tasks import get_task, list_tasks
+
+
+def evaluate(task: str, source: str, language: str | None = None, device: str | None = "auto") -> EvalResult:
+    """Compile, check and (on a GPU) time one submission. `language` is detected when None."""
+    from kerneldojo.judge import default_judge
+
+    return default_judge(device).evaluate(task, source, language)
+
+
+def make(task: str, **kwargs):
+    """`gymnasium.make("kerneldojo/<task>-v0", **kwargs)`: language, device, max_turns, reward, ..."""
+    import gymnasium
+
+    get_task(task)  # an unknown name gets the nearest names, not gymnasium's registry error
+    return gymnasium.make(f"kerneldojo/{task}-v0", **kwargs)
+
+
+from kerneldojo import env as _env  # noqa: E402  (registers the environments)
+
+__all__ = ["EvalResult", "RewardConfig", "evaluate", "get_task", "list_tasks", "make"]

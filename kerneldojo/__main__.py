@@ -1,0 +1,5 @@
+import sys
+
+from kerneldojo.cli import main
+
+sys.exit(main())

@@ -1,0 +1,107 @@
+"""The `kerneldojo` command: tasks, show, eval, demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kerneldojo.baselines import shipped_solutions
+from kerneldojo.env.feedback import render_feedback
+from kerneldojo.result import EvalResult
+from kerneldojo.tasks import LANGUAGES, TaskError, get_task, list_tasks
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kerneldojo", description="GPU-kernel tasks, a judge and a leaderboard.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("tasks", help="list the tasks")
+    show = commands.add_parser("show", help="print a task's prompt, reference and starter")
+    show.add_argument("task")
+    show.add_argument("--language", choices=LANGUAGES)
+    ev = commands.add_parser("eval", help="evaluate a submission file")
+    ev.add_argument("task")
+    ev.add_argument("file", type=Path)
+    ev.add_argument("--language", help=f"one of {', '.join(LANGUAGES)}; detected from the source when omitted")
+    ev.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    ev.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
+    demo = commands.add_parser("demo", help="evaluate the shipped baselines and print the table")
+    demo.add_argument("--device", default="auto")
+    demo.add_argument("--task", action="append", help="only these tasks (repeatable)")
+    args = parser.parse_args(argv)
+    try:
+        return {"tasks": cmd_tasks, "show": cmd_show, "eval": cmd_eval, "demo": cmd_demo}[args.command](args)
+    except (TaskError, ValueError, FileNotFoundError) as e:
+        print(f"kerneldojo: error: {e}", file=sys.stderr)
+        return 2
+
+
+def cmd_tasks(args) -> int:
+    rows = [(t, str(get_task(t).spec.level), get_task(t).spec.title, ", ".join(get_task(t).spec.languages),
+             ", ".join(get_task(t).spec.dtypes)) for t in list_tasks()]
+    print(table(("task", "level", "title", "languages", "dtypes"), rows))
+    return 0
+
+
+def cmd_show(args) -> int:
+    task = get_task(args.task)
+    language = args.language or task.spec.languages[0]
+    if not task.allows(language):
+        raise ValueError(f"task {task.id!r} accepts {', '.join(task.spec.languages)}, not {language!r}")
+    print(f"# {task.id}: {task.spec.title} (level {task.spec.level})\n\n{task.spec.prompt.strip()}\n")
+    print(f"## reference.py\n\n{task.reference_source}\n## starter ({language})\n\n{task.starter(language)}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    task = get_task(args.task)
+    if not args.file.is_file():
+        raise FileNotFoundError(f"no such file: {args.file}")
+    from kerneldojo import evaluate
+
+    result = evaluate(task.id, args.file.read_text(), language=args.language, device=args.device)
+    print(result.model_dump_json(indent=2) if args.json else render_feedback(result))
+    return 0 if result.status in ("ok", "compiled") else 1
+
+
+def cmd_demo(args) -> int:
+    from kerneldojo.judge import Judge
+
+    judge = Judge(args.device)
+    for name in args.task or []:
+        get_task(name)
+    results: list[EvalResult] = []
+    for task_id in args.task or list_tasks():
+        for language, path in shipped_solutions(task_id).items():
+            result = judge.evaluate(task_id, path.read_text(), language)
+            print(f"  {task_id:<12} {language:<7} {result.summary()}", file=sys.stderr, flush=True)
+            results.append(result)
+    print(leaderboard(results))
+    return 0 if all(r.status in ("ok", "compiled") for r in results) else 1
+
+
+def leaderboard(results: list[EvalResult]) -> str:
+    def fmt(x, spec):
+        return "-" if x is None else format(x, spec)
+
+    rows = [(
+        r.task, r.language, r.status,
+        fmt(r.timings[-1].submission.median_ms if r.timings else None, ".4g"),
+        fmt(r.speedup, ".2f"), fmt(r.speedup_vs_compile, ".2f"),
+        fmt(None if r.roofline_fraction is None else 100 * r.roofline_fraction, ".0f"),
+        fmt(r.max_abs_error, ".2g"), f"{r.reward:.2f}",
+    ) for r in results]  # fmt: skip
+    device = results[0].device if results else "?"
+    note = "" if any(r.timed for r in results) else "\nCPU mode: Triton ran in the interpreter; nothing was timed."
+    header = ("task", "lang", "status", "ms (largest bench)", "x eager", "x compile", "% roofline", "max err", "reward")
+    return f"device: {device}\n{table(header, rows)}{note}"
+
+
+def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    line = "  ".join("{:<%d}" % w for w in widths)
+    return "\n".join([line.format(*header), line.format(*("-" * w for w in widths)), *(line.format(*r) for r in rows)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""`EvalResult`: the one record an evaluation produces. JSON-serialisable and versioned."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+SCHEMA_VERSION = 1
+
+Status = Literal["ok", "compiled", "compile_error", "runtime_error", "timeout", "wrong", "flagged"]
+STATUS_MEANING: dict[str, str] = {
+    "ok": "correct on every checked input",
+    "compiled": "compiled, but not run: no GPU (CPU mode runs only Triton)",
+    "compile_error": "did not compile or load",
+    "runtime_error": "raised or crashed while running",
+    "timeout": "ran past its time limit",
+    "wrong": "ran, but an output differs from the reference",
+    "flagged": "an anti-cheat check fired",
+}
+
+
+class Mismatch(BaseModel):
+    """Where the first failing output differs most from the reference."""
+
+    case: str
+    output: int = Field(description="which output tensor, counting from 0")
+    index: list[int] = Field(description="the element with the largest error beyond tolerance")
+    got: float
+    expected: float
+    max_abs_error: float
+    max_rel_error: float
+    mismatched: int = Field(description="elements outside tolerance")
+    total: int
+
+
+class TimeStats(BaseModel):
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    iqr_ms: float = Field(description="interquartile range, the spread")
+    runs: int
+
+
+class CaseTiming(BaseModel):
+    case: str
+    submission: TimeStats
+    eager: TimeStats | None = None
+    compiled: TimeStats | None = Field(None, description="the reference under torch.compile")
+    floor_ms: float | None = Field(None, description="max(flops / peak flops, bytes / peak bandwidth)")
+
+    @property
+    def speedup(self) -> float | None:
+        return self.eager.median_ms / self.submission.median_ms if self.eager else None
+
+    @property
+    def speedup_vs_compile(self) -> float | None:
+        return self.compiled.median_ms / self.submission.median_ms if self.compiled else None
+
+    @property
+    def roofline_fraction(self) -> float | None:
+        return self.floor_ms / self.submission.median_ms if self.floor_ms else None
+
+
+class Versions(BaseModel):
+    kerneldojo: str
+    python: str
+    torch: str
+    triton: str | None = None
+    nvcc: str | None = None
+    cuda_driver: str | None = None
+
+
+class EvalResult(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    task: str
+    language: str
+    device: str = Field(description="the GPU's name, or 'cpu' in CPU mode")
+    mode: Literal["gpu", "cpu"]
+    status: Status
+    messages: list[str] = []
+    max_abs_error: float | None = Field(None, description="largest |out - ref| over every checked input")
+    mismatch: Mismatch | None = None
+    cases_checked: int = 0
+    timed: bool = False
+    timings: list[CaseTiming] = []
+    speedup: float | None = Field(None, description="geometric mean over bench cases of eager / submission")
+    speedup_vs_compile: float | None = None
+    roofline_fraction: float | None = Field(None, description="geometric mean of floor / submission")
+    profile: list[dict] = Field([], description="per-kernel records of the timed window (not yet collected)")
+    checks_fired: list[str] = []
+    compile_s: float = 0.0
+    wall_s: float = 0.0
+    versions: Versions
+    reward: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def summary(self) -> str:
+        """One line: status, and time and speedup when timed."""
+        parts = [self.status]
+        if self.timed and self.timings:
+            parts.append(f"{self.timings[-1].submission.median_ms:.4g} ms")
+        if self.speedup is not None:
+            parts.append(f"{self.speedup:.2f}x eager")
+        return ", ".join(parts)

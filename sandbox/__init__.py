@@ -1,0 +1,1 @@
+"""Where submission code runs: the device, the loader/runner, Triton's CPU interpreter."""

@@ -1,0 +1,51 @@
+"""Which device an evaluation runs on, and what it is."""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+# The CUDA architecture that CPU mode compiles for (nothing runs there): Hopper by default.
+DEFAULT_CPU_MODE_ARCH = "90a"
+
+
+@dataclass(frozen=True)
+class Device:
+    torch_device: torch.device
+    mode: Literal["gpu", "cpu"]
+    name: str  # e.g. "NVIDIA H100 80GB HBM3", or "cpu"
+    arch: str  # CUDA arch to build for, e.g. "90a"
+    l2_bytes: int = 0
+
+
+def resolve_device(device: str | None = "auto") -> Device:
+    """'auto' (a GPU if there is one), 'cpu', 'cuda' or 'cuda:N'."""
+    device = device or "auto"
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        arch = os.environ.get("KERNELDOJO_CUDA_ARCH", DEFAULT_CPU_MODE_ARCH)
+        return Device(torch.device("cpu"), "cpu", "cpu", arch)
+    if not device.startswith("cuda"):
+        raise ValueError(f"device {device!r} is not 'auto', 'cpu', 'cuda' or 'cuda:N'")
+    if not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} asked for, but torch sees no CUDA GPU; use device='cpu'")
+    return _cuda_device(torch.device(device).index or 0)
+
+
+@functools.cache
+def _cuda_device(index: int) -> Device:
+    props = torch.cuda.get_device_properties(index)
+    major, minor = props.major, props.minor
+    # sm_90a/sm_100a unlock wgmma/tcgen05; their code runs only on exactly that chip, which is the one here.
+    arch = f"{major}{minor}" + ("a" if major >= 9 else "")
+    return Device(torch.device("cuda", index), "gpu", props.name, arch, props.L2_cache_size)
+
+
+def synchronize(device: Device) -> None:
+    if device.mode == "gpu":
+        torch.cuda.synchronize(device.torch_device)

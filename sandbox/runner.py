@@ -1,0 +1,111 @@
+"""Load a built submission and call it. This is the only code that executes submission code.
+
+For now it runs in the judge's process (the sandbox issue moves it into single-use workers), so a
+submission that crashes the process or corrupts the CUDA context takes the judge with it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import itertools
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from kerneldojo.graders.compile import Build, CompileError
+from kerneldojo.tasks import Task
+
+from .device import Device
+from .triton_interpreter import interpreter
+
+_module_ids = itertools.count()
+
+
+class SubmissionError(Exception):
+    """The submission raised; the message is its traceback, cut to the submission's own frames."""
+
+
+class Solution:
+    """A loaded submission: `run(inputs, shape, outputs)` returns its output tensors as a tuple.
+
+    `outputs` are judge-allocated, poisoned tensors; native (cuda/cute) entry points write into
+    them, Python submissions return their own.
+    """
+
+    def __init__(self, task: Task, build: Build, device: Device):
+        self.task, self.build, self.device = task, build, device
+        self._module_name: str | None = None
+        if build.language in ("triton", "python"):
+            self._fn = self._import_python()
+        else:
+            self._entries = {dtype: self._load_native(lib) for dtype, lib in build.libraries.items()}
+
+    def run(self, inputs: tuple[torch.Tensor, ...], shape: dict, outputs: tuple[torch.Tensor, ...]):
+        if self.build.language in ("triton", "python"):
+            try:
+                result = self._fn(*inputs)
+            except Exception as e:
+                # Triton compiles a kernel at its first launch: its errors are compile errors.
+                error = CompileError if type(e).__name__ == "CompilationError" else SubmissionError
+                raise error(self._format(e)) from None
+            return result if isinstance(result, tuple) else (result,)
+        self._call_native(inputs, shape, outputs)
+        return outputs
+
+    def close(self) -> None:
+        if self._module_name:
+            sys.modules.pop(self._module_name, None)
+
+    def _import_python(self) -> Callable:
+        path = self.build.source_path
+        self._module_name = f"kerneldojo_submission_{os.getpid()}_{next(_module_ids)}"
+        spec = importlib.util.spec_from_file_location(self._module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[self._module_name] = module
+        try:
+            with interpreter(self.device.mode == "cpu"):
+                spec.loader.exec_module(module)
+        except Exception as e:
+            raise CompileError(f"importing the submission failed:\n{self._format(e)}") from None
+        fn = getattr(module, "solution", None)
+        if not callable(fn):
+            raise CompileError("the submission defines no function `solution(*inputs)`")
+        return fn
+
+    def _load_native(self, library: Path) -> ctypes._CFuncPtr:
+        try:
+            lib = ctypes.CDLL(str(library), mode=os.RTLD_LOCAL)
+            entry = lib.solution
+        except (OSError, AttributeError) as e:
+            raise CompileError(f'loading the built library failed: {e}; define extern "C" void solution(...)') from None
+        entry.argtypes = [p.ctypes_type() for p in self.task.c_params]
+        entry.restype = None
+        return entry
+
+    def _call_native(self, inputs, shape: dict, outputs) -> None:
+        if self.device.mode != "gpu":
+            raise SubmissionError("CUDA submissions run only on a GPU")
+        tensors = dict(zip(self.task.spec.inputs, inputs)) | dict(zip(self.task.spec.outputs, outputs))
+        stream = torch.cuda.current_stream(self.device.torch_device).cuda_stream
+        args = []
+        for param in self.task.c_params:
+            if param.name == "stream":
+                args.append(stream)
+            elif param.name in tensors:
+                args.append(tensors[param.name].data_ptr())
+            else:
+                args.append(shape[param.name])
+        self._entries[shape["dtype"]](*args)
+
+    def _format(self, error: BaseException) -> str:
+        """The traceback frames in the submission file, then the error itself."""
+        path = str(self.build.source_path)
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == path]
+        lines = [f"  submission.py, line {f.lineno}, in {f.name}\n    {f.line}" for f in frames[-5:]]
+        message = str(error).replace(path, "submission.py").strip()
+        return "\n".join([*lines, f"{type(error).__name__}: {message}"])

@@ -1,0 +1,57 @@
+"""CPU mode for Triton: run `@triton.jit` kernels through Triton's interpreter.
+
+The interpreter is chosen when a kernel is decorated, so it must be on while the submission's
+module is imported, and off again so that GPU evaluations in the same process compile for real.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+_patched = False
+
+
+@contextlib.contextmanager
+def interpreter(enabled: bool) -> Iterator[None]:
+    if not enabled:
+        yield
+        return
+    _patch_bf16_dot()
+    before = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TRITON_INTERPRET"]
+        else:
+            os.environ["TRITON_INTERPRET"] = before
+
+
+def _patch_bf16_dot() -> None:
+    """Triton 3.x's interpreter runs tl.dot on bf16 tiles as numpy matmul over their raw 16-bit
+    patterns, which gives garbage. Widen bf16 operands to float32 first, as the tensor cores do."""
+    global _patched
+    if _patched:
+        return
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter as interp
+
+    if not hasattr(interp, "_convert_float") or not hasattr(interp.InterpreterBuilder, "create_dot"):
+        return  # a Triton whose interpreter differs; nothing known to fix
+    create_dot = interp.InterpreterBuilder.create_dot
+
+    def widen(t):
+        if t.dtype != tl.bfloat16:
+            return t
+        return interp.TensorHandle(interp._convert_float(t.data, tl.bfloat16, tl.float32, None).view(np.float32),
+                                   tl.float32)
+
+    def create_dot_widened(self, a, b, d, *args):
+        return create_dot(self, widen(a), widen(b), d, *args)
+
+    interp.InterpreterBuilder.create_dot = create_dot_widened
+    _patched = True

@@ -1,0 +1,157 @@
+"""The task library: one folder per task, holding `task.toml`, `reference.py` and the starters.
+
+`reference.py` defines:
+    make_inputs(shape: dict, seed: int, device) -> tuple[Tensor, ...]   # shape has the sizes and "dtype"
+    reference(*inputs) -> Tensor | tuple[Tensor, ...]
+    flops(shape: dict) -> int           # useful arithmetic
+    bytes_moved(shape: dict) -> int     # each input read once, each output written once
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Literal
+
+from pydantic import ValidationError
+
+from .spec import C_SCALAR_TYPES, LANGUAGES, CParam, CudaSpec, TaskSpec, Tolerance, parse_signature
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = [
+    "C_SCALAR_TYPES", "LANGUAGES", "CParam", "Case", "CudaSpec", "Task", "TaskError", "TaskSpec", "Tolerance",
+    "get_task", "list_tasks", "load_task", "parse_signature", "starter_filename",
+]  # fmt: skip
+
+TASKS_DIR = Path(__file__).parent
+REFERENCE_FUNCTIONS = ("make_inputs", "reference", "flops", "bytes_moved")
+ShapeSet = Literal["test", "bench", "small"]
+
+
+class TaskError(ValueError):
+    """A task folder is malformed or a task name is unknown; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One size of one dtype: what make_inputs, flops and bytes_moved receive as `shape`."""
+
+    sizes: tuple[tuple[str, int], ...]
+    dtype: str
+
+    @property
+    def shape(self) -> dict:
+        return {**dict(self.sizes), "dtype": self.dtype}
+
+    def __str__(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.sizes) + f" {self.dtype}"
+
+
+def starter_filename(language: str) -> str:
+    return "starter_triton.py" if language in ("triton", "python") else f"starter_{language}.cu"
+
+
+@dataclass(frozen=True)
+class Task:
+    spec: TaskSpec
+    folder: Path
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @functools.cached_property
+    def reference(self) -> ModuleType:
+        return _load_reference(self.folder)
+
+    @property
+    def reference_source(self) -> str:
+        return (self.folder / "reference.py").read_text()
+
+    def allows(self, language: str) -> bool:
+        return language in self.spec.languages or (language == "python" and "triton" in self.spec.languages)
+
+    def starter(self, language: str) -> str:
+        return (self.folder / starter_filename(language)).read_text()
+
+    def cases(self, shape_set: ShapeSet) -> list[Case]:
+        shapes = getattr(self.spec.shapes, shape_set)
+        return [Case(tuple(s.items()), dtype) for dtype in self.spec.dtypes for s in shapes]
+
+    def tolerance(self, dtype: str) -> Tolerance:
+        return self.spec.tolerance[dtype]
+
+    @functools.cached_property
+    def c_params(self) -> list[CParam]:
+        if self.spec.cuda is None:
+            raise TaskError(f"task {self.id!r} declares no CUDA signature")
+        return parse_signature(self.spec.cuda.signature)
+
+
+def load_task(folder: Path) -> Task:
+    """Read and validate one task folder. Errors name the file and the field at fault."""
+    toml_path = folder / "task.toml"
+    if not toml_path.is_file():
+        raise TaskError(f"{toml_path}: missing; every task folder needs a task.toml")
+    try:
+        raw = tomllib.loads(toml_path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise TaskError(f"{toml_path}: not valid TOML: {e}") from None
+    try:
+        spec = TaskSpec.model_validate(raw)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or '(top level)'}: {err['msg']}" for err in e.errors())
+        raise TaskError(f"{toml_path}: {problems}") from None
+    if spec.id != folder.name:
+        raise TaskError(f"{toml_path}: id: {spec.id!r} must equal the folder name {folder.name!r}")
+    for language in spec.languages:
+        if not (folder / starter_filename(language)).is_file():
+            raise TaskError(f"{folder / starter_filename(language)}: missing; languages lists {language!r}")
+    _load_reference(folder)
+    return Task(spec, folder)
+
+
+def _load_reference(folder: Path) -> ModuleType:
+    path = folder / "reference.py"
+    if not path.is_file():
+        raise TaskError(f"{path}: missing; every task folder needs a reference.py")
+    name = f"kerneldojo.tasks._reference.{folder.name}"
+    if name in sys.modules:
+        return sys.modules[name]
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    absent = [f for f in REFERENCE_FUNCTIONS if not callable(getattr(module, f, None))]
+    if absent:
+        raise TaskError(f"{path}: must define {', '.join(absent)}")
+    sys.modules[name] = module
+    return module
+
+
+@functools.cache
+def _registry() -> dict[str, Task]:
+    folders = sorted(p.parent for p in TASKS_DIR.glob("*/task.toml"))
+    return {folder.name: load_task(folder) for folder in folders}
+
+
+def list_tasks() -> list[str]:
+    """The ids of all tasks, by level then name."""
+    return sorted(_registry(), key=lambda t: (_registry()[t].spec.level, t))
+
+
+def get_task(task_id: str) -> Task:
+    try:
+        return _registry()[task_id]
+    except KeyError:
+        close = difflib.get_close_matches(task_id, list(_registry()), n=3, cutoff=0.4)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; known tasks: {', '.join(list_tasks())}"
+        raise TaskError(f"unknown task {task_id!r}{hint}") from None

@@ -1,0 +1,132 @@
+"""The schema of `task.toml`, and the C signature that CUDA/CuTe submissions implement."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Language = Literal["triton", "python", "cuda", "cute"]
+DType = Literal["float32", "float16", "bfloat16", "int8", "int32"]
+LANGUAGES: tuple[str, ...] = ("triton", "python", "cuda", "cute")
+# The element type that a CUDA signature's `scalar_t` stands for, per dtype.
+C_SCALAR_TYPES = {
+    "float32": "float",
+    "float16": "__half",
+    "bfloat16": "__nv_bfloat16",
+    "int8": "int8_t",
+    "int32": "int32_t",
+}
+
+
+class Tolerance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    atol: float = Field(ge=0)
+    rtol: float = Field(ge=0)
+
+
+class ShapeSets(BaseModel):
+    """Named sizes, e.g. `{rows = 127, cols = 1000}`; each is run once per dtype."""
+
+    model_config = ConfigDict(extra="forbid")
+    test: list[dict[str, int]] = Field(min_length=1, description="correctness on the GPU, awkward sizes included")
+    bench: list[dict[str, int]] = Field(min_length=1, description="timing on the GPU")
+    small: list[dict[str, int]] = Field(min_length=1, description="correctness in CPU mode")
+
+
+class CudaSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    signature: str = Field(description='the C declaration of `extern "C" void solution(...)`')
+
+
+class TaskSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    title: str
+    level: int = Field(ge=1, le=4)
+    prompt: str = Field(min_length=1)
+    languages: list[Language] = Field(min_length=1)
+    dtypes: list[DType] = Field(min_length=1)
+    inputs: list[str] = Field(min_length=1, description="names of the tensors make_inputs returns, in order")
+    outputs: list[str] = Field(min_length=1, description="names of the tensors reference returns, in order")
+    shapes: ShapeSets
+    tolerance: dict[DType, Tolerance]
+    forbidden: list[str] = Field(default=[], description="aten operators a submission may not call")
+    cuda: CudaSpec | None = None
+
+    @field_validator("forbidden")
+    @classmethod
+    def _aten_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not re.fullmatch(r"aten\.\w+", name):
+                raise ValueError(f"{name!r} is not an aten operator name such as 'aten.mm'")
+        return names
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TaskSpec:
+        missing = [d for d in self.dtypes if d not in self.tolerance]
+        if missing:
+            raise ValueError(f"tolerance: no entry for dtype(s) {missing}; add [tolerance.{missing[0]}]")
+        for set_name in ("test", "bench", "small"):
+            for shape in getattr(self.shapes, set_name):
+                if "dtype" in shape:
+                    raise ValueError(f"shapes.{set_name}: 'dtype' is not a size; list dtypes in `dtypes`")
+        native = {"cuda", "cute"} & set(self.languages)
+        if native and self.cuda is None:
+            raise ValueError(f"languages include {sorted(native)} but there is no [cuda] signature")
+        if self.cuda is not None:
+            sizes = set().union(*(s.keys() for s in self.shapes.test))
+            known = set(self.inputs) | set(self.outputs) | sizes | {"stream"}
+            for param in parse_signature(self.cuda.signature):
+                if param.name not in known:
+                    raise ValueError(
+                        f"cuda.signature: parameter {param.name!r} is neither an input, an output, "
+                        f"a size ({sorted(sizes)}) nor 'stream'"
+                    )
+        return self
+
+
+@dataclass(frozen=True)
+class CParam:
+    name: str
+    ctype: str  # as written, e.g. "const float*"
+    is_pointer: bool
+
+    def ctypes_type(self) -> type:
+        if self.is_pointer or self.ctype.endswith("cudaStream_t"):
+            return ctypes.c_void_p
+        base = self.ctype.replace("const", "").strip()
+        try:
+            return _C_SCALARS[base]
+        except KeyError:
+            raise ValueError(
+                f"cuda.signature: parameter {self.name!r} has type {self.ctype!r}; "
+                f"use a pointer, cudaStream_t or one of {sorted(_C_SCALARS)}"
+            ) from None
+
+
+_C_SCALARS = {
+    "int": ctypes.c_int32, "int32_t": ctypes.c_int32, "unsigned": ctypes.c_uint32,
+    "int64_t": ctypes.c_int64, "long": ctypes.c_int64, "long long": ctypes.c_int64, "size_t": ctypes.c_size_t,
+    "float": ctypes.c_float, "double": ctypes.c_double,
+}  # fmt: skip
+_SIGNATURE = re.compile(r'^\s*(?:extern\s+"C"\s+)?void\s+solution\s*\((?P<params>[^)]*)\)\s*;?\s*$', re.S)
+
+
+def parse_signature(signature: str) -> list[CParam]:
+    """Parse `void solution(const float* x, ..., cudaStream_t stream)` into its parameters."""
+    match = _SIGNATURE.match(signature)
+    if not match:
+        raise ValueError(f"cuda.signature must look like 'void solution(<params>)', got {signature!r}")
+    params = []
+    for raw in match["params"].split(","):
+        words = raw.replace("*", " * ").split()
+        if len(words) < 2:
+            raise ValueError(f"cuda.signature: cannot read parameter {raw.strip()!r}; write 'type name'")
+        param = CParam(name=words[-1], ctype=" ".join(words[:-1]).replace(" *", "*"), is_pointer="*" in words)
+        param.ctypes_type()  # reject unknown scalar types when the task loads, not when it runs
+        params.append(param)
+    return params
