@@ -99,6 +99,17 @@ class EvalResult(BaseModel):
     def ok(self) -> bool:
         return self.status == "ok"
 
+    # How long the judge itself took is not part of the verdict: two evaluations that agree on
+    # everything else are equal (gymnasium's determinism check compares step infos this way).
+    _JUDGE_CLOCKS = frozenset({"wall_s", "compile_s"})
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EvalResult):
+            return NotImplemented
+        return self.model_dump(exclude=self._JUDGE_CLOCKS) == other.model_dump(exclude=self._JUDGE_CLOCKS)
+
+    __hash__ = None
+
     def summary(self) -> str:
         """One line: status, and time and speedup when timed."""
         parts = [self.status]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import hashlib
 import importlib.util
 import sys
 from dataclasses import dataclass
@@ -124,7 +125,8 @@ def _load_reference(folder: Path) -> ModuleType:
     path = folder / "reference.py"
     if not path.is_file():
         raise TaskError(f"{path}: missing; every task folder needs a reference.py")
-    name = f"kerneldojo.tasks._reference.{folder.name}"
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    name = f"kerneldojo.tasks._reference.{folder.name}_{digest}"
     if name in sys.modules:
         return sys.modules[name]
     module_spec = importlib.util.spec_from_file_location(name, path)

@@ -1,0 +1,31 @@
+import os
+import tempfile
+
+import pytest
+import torch
+
+# Builds go to a fresh cache so tests see cold compiles and never reuse a developer's cache.
+os.environ.setdefault("KERNELDOJO_CACHE", tempfile.mkdtemp(prefix="kerneldojo-test-cache-"))
+
+HAS_GPU = torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="needs a CUDA GPU; run on the device with `pytest -m gpu`")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_GPU:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def cpu_judge():
+    from kerneldojo.judge import Judge
+
+    return Judge("cpu")
+
+
+@pytest.fixture(scope="session")
+def gpu_judge():
+    from kerneldojo.judge import Judge
+
+    return Judge("cuda", timing_budget_s=0.5)

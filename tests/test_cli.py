@@ -1,0 +1,51 @@
+import json
+
+import submissions as subs
+
+from kerneldojo.cli import main
+
+
+def test_tasks_table(capsys):
+    assert main(["tasks"]) == 0
+    out = capsys.readouterr().out
+    for task_id in ("vector_add", "softmax", "matmul", "gelu"):
+        assert task_id in out
+
+
+def test_show(capsys):
+    assert main(["show", "matmul", "--language", "cute"]) == 0
+    out = capsys.readouterr().out
+    assert "# matmul" in out and "def reference" in out and "cute" in out
+
+
+def test_eval_json(tmp_path, capsys):
+    path = tmp_path / "add.py"
+    path.write_text(subs.VECTOR_ADD_OFF_BY_ONE)
+    assert main(["eval", "vector_add", str(path), "--device", "cpu", "--json"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert result["status"] == "wrong" and result["mismatch"]["index"]
+
+
+def test_one_line_errors(tmp_path, capsys):
+    path = tmp_path / "add.py"
+    path.write_text(subs.VECTOR_ADD_TRITON)
+    cases = [
+        (["eval", "vectoradd", str(path)], "unknown task 'vectoradd'; did you mean vector_add?"),
+        (["eval", "vector_add", str(tmp_path / "missing.py")], "no such file"),
+        (["eval", "vector_add", str(path), "--language", "rust"], "'rust' is not one of"),
+        (["eval", "vector_add", str(path), "--language", "cute"], "accepts triton, cuda, not 'cute'"),
+        (["show", "vector_add", "--language", "cute"], "not 'cute'"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_demo_prints_the_table(capsys):
+    assert main(["demo", "--device", "cpu", "--task", "vector_add", "--task", "gelu"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith(("vector_add", "gelu"))]
+    assert ["vector_add", "triton", "ok"] in [r[:3] for r in rows]
+    assert ["gelu", "triton", "ok"] in [r[:3] for r in rows]
+    assert "nothing was timed" in out

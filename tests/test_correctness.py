@@ -1,0 +1,74 @@
+import pytest
+import torch
+
+from kerneldojo.graders.correctness import WrongOutput, check_inputs_unchanged, check_outputs, poisoned_like
+from kerneldojo.tasks import Tolerance
+
+TOL = Tolerance(atol=1e-6, rtol=1e-6)
+
+
+def test_equal_outputs_pass_and_report_the_max_error():
+    ref = torch.randn(4, 5)
+    got = ref.double() + 1e-7
+    assert check_outputs((got.float(),), (ref,), TOL, "c") == pytest.approx(1e-7, rel=0.3)
+
+
+def test_the_worst_element_is_located():
+    ref = torch.randn(4, 5)
+    got = ref.clone()
+    got[2, 3] += 1.0
+    got[1, 1] += 0.5
+    with pytest.raises(WrongOutput, match=r"index \(2, 3\)") as info:
+        check_outputs((got,), (ref,), TOL, "c")
+    m = info.value.mismatch
+    assert (m.index, m.mismatched, m.total) == ([2, 3], 2, 20)
+    assert m.max_abs_error == pytest.approx(1.0)
+
+
+def test_poison_left_unwritten_fails():
+    ref = torch.randn(10)
+    got = poisoned_like((ref,))[0]
+    got[:9] = ref[:9]
+    with pytest.raises(WrongOutput, match=r"unwritten or NaN at index \(9,\)"):
+        check_outputs((got,), (ref,), TOL, "c")
+
+
+def test_nan_passes_only_where_the_reference_has_it():
+    ref = torch.tensor([1.0, float("nan"), float("inf")])
+    check_outputs((ref.clone(),), (ref,), TOL, "c")
+    for bad in ([1.0, 0.0, float("inf")], [1.0, float("nan"), 1e30], [float("nan")] * 3):
+        with pytest.raises(WrongOutput):
+            check_outputs((torch.tensor(bad),), (ref,), TOL, "c")
+
+
+@pytest.mark.parametrize(
+    ("got", "message"),
+    [
+        (torch.zeros(3, dtype=torch.float64), "dtype torch.float64"),
+        (torch.zeros(4), r"shape torch.Size\(\[4\]\)"),
+        ([0.0, 0.0, 0.0], "is a list"),
+        (torch.nn.Parameter(torch.zeros(3)), "is a Parameter"),
+    ],
+)
+def test_output_structure_is_checked(got, message):
+    with pytest.raises(WrongOutput, match=message):
+        check_outputs((got,), (torch.zeros(3),), TOL, "c")
+
+
+def test_wrong_number_of_outputs():
+    with pytest.raises(WrongOutput, match="returned 2 output"):
+        check_outputs((torch.zeros(3), torch.zeros(3)), (torch.zeros(3),), TOL, "c")
+
+
+def test_modified_inputs_are_caught():
+    before = (torch.randn(5),)
+    after = (before[0].clone(),)
+    check_inputs_unchanged(before, after, "c")
+    after[0][3] = 0
+    with pytest.raises(WrongOutput, match="input 0 was modified"):
+        check_inputs_unchanged(before, after, "c")
+
+
+def test_poison_is_nan_for_floats_and_min_for_ints():
+    f, i = poisoned_like((torch.zeros(3), torch.zeros(3, dtype=torch.int32)))
+    assert f.isnan().all() and (i == torch.iinfo(torch.int32).min).all()

@@ -1,0 +1,136 @@
+"""The judge end to end in CPU mode: Triton through the interpreter, CUDA compiled but not run."""
+
+import shutil
+
+import pytest
+import submissions as subs
+
+from kerneldojo.baselines import shipped_solutions
+from kerneldojo.graders.compile import detect_language
+from kerneldojo.tasks import get_task, list_tasks
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+
+
+@pytest.mark.parametrize("task_id", list_tasks())
+def test_triton_starter_and_baseline_pass(cpu_judge, task_id):
+    task = get_task(task_id)
+    sources = {"starter": task.starter("triton"), "baseline": shipped_solutions(task_id)["triton"].read_text()}
+    for name, source in sources.items():
+        result = cpu_judge.evaluate(task, source, "triton")
+        assert result.status == "ok", (name, result.messages)
+        assert result.cases_checked == len(task.cases("small")) * cpu_judge.seeds
+        assert not result.timed and result.speedup is None and result.timings == []
+        assert any("nothing was timed" in m for m in result.messages)
+        assert result.reward == cpu_judge.reward.correct
+
+
+def test_off_by_one_is_wrong_with_error_and_index(cpu_judge):
+    result = cpu_judge.evaluate("vector_add", subs.VECTOR_ADD_OFF_BY_ONE)
+    assert result.status == "wrong" and result.reward == 0
+    m = result.mismatch
+    assert m.index == [m.total - 1]  # the last element, which the bad mask skips
+    assert result.max_abs_error == m.max_abs_error > 0
+    assert f"index ({m.total - 1},)" in result.messages[0]
+
+
+def test_syntax_error_is_a_compile_error_with_its_line(cpu_judge):
+    result = cpu_judge.evaluate("vector_add", subs.VECTOR_ADD_SYNTAX_ERROR, "triton")
+    assert result.status == "compile_error"
+    assert "submission.py, line 6" in result.messages[0]
+
+
+def test_exception_is_a_runtime_error_citing_submission_lines(cpu_judge):
+    result = cpu_judge.evaluate("vector_add", subs.VECTOR_ADD_RAISES, "python")
+    assert result.status == "runtime_error"
+    text = result.messages[0]
+    assert "submission.py, line 3, in helper" in text and "submission.py, line 7, in solution" in text
+    assert "AttributeError" in text
+
+
+def test_forbidden_op_is_flagged_below_an_honest_failure(cpu_judge):
+    result = cpu_judge.evaluate("vector_add", subs.VECTOR_ADD_TORCH, "python")
+    assert result.status == "flagged" and result.checks_fired == ["forbidden_op"]
+    assert "aten.add" in result.messages[0]
+    assert result.reward < cpu_judge.reward.failure
+
+
+def test_missing_entry_point(cpu_judge):
+    result = cpu_judge.evaluate("vector_add", "import torch\n", "python")
+    assert result.status == "compile_error" and "solution" in result.messages[0]
+
+
+def test_wrong_return_type(cpu_judge):
+    result = cpu_judge.evaluate("vector_add", "def solution(x, y):\n    return x.tolist()\n", "python")
+    assert result.status == "wrong" and "is a list" in result.messages[0]
+
+
+def test_mutating_an_input_is_wrong(cpu_judge):
+    src = subs.VECTOR_ADD_TRITON.replace("out = torch.empty_like(x)", "out = x")
+    result = cpu_judge.evaluate("vector_add", src, "triton")
+    assert result.status == "wrong" and "input 0 was modified" in result.messages[0]
+
+
+def test_unknown_or_disallowed_language_is_a_clear_error(cpu_judge):
+    with pytest.raises(ValueError, match="'rust' is not one of"):
+        cpu_judge.evaluate("vector_add", subs.VECTOR_ADD_TRITON, "rust")
+    with pytest.raises(ValueError, match="accepts triton, cuda, not 'cute'"):
+        cpu_judge.evaluate("vector_add", subs.VECTOR_ADD_CUDA, "cute")
+
+
+def test_language_detection():
+    assert detect_language(subs.VECTOR_ADD_TRITON) == "triton"
+    assert detect_language(subs.VECTOR_ADD_TORCH) == "python"
+    assert detect_language(subs.VECTOR_ADD_CUDA) == "cuda"
+    assert detect_language('#include <cute/tensor.hpp>\n__global__ void k() {}') == "cute"
+
+
+def test_result_round_trips_through_json(cpu_judge):
+    from kerneldojo.result import EvalResult
+
+    result = cpu_judge.evaluate("vector_add", subs.VECTOR_ADD_OFF_BY_ONE)
+    again = EvalResult.model_validate_json(result.model_dump_json())
+    assert again == result and again.schema_version == 1 and again.versions.torch
+
+
+@needs_nvcc
+def test_cuda_compiles_in_cpu_mode_and_says_it_did_not_run(cpu_judge):
+    result = cpu_judge.evaluate("vector_add", subs.VECTOR_ADD_CUDA)
+    assert result.status == "compiled" and result.language == "cuda"
+    assert "not run" in result.messages[0]
+    assert result.reward == cpu_judge.reward.failure
+
+
+@needs_nvcc
+def test_cuda_compile_error_cites_the_submission_line(cpu_judge):
+    result = cpu_judge.evaluate("vector_add", subs.VECTOR_ADD_CUDA_ERROR)
+    assert result.status == "compile_error"
+    line = 1 + subs.VECTOR_ADD_CUDA_ERROR.splitlines().index("    if (i < n) out[i] = x[i] + undeclared[i];")
+    assert f"submission.cu({line}): error" in result.messages[0]
+    assert "undeclared" in result.messages[0]
+
+
+@needs_nvcc
+def test_compile_cache_hits_on_the_same_source(cpu_judge):
+    from kerneldojo.graders.compile import compile_submission
+
+    task = get_task("vector_add")
+    src = subs.VECTOR_ADD_CUDA + "// cache test\n"
+    first = compile_submission(task, src, "cuda", "90a")
+    second = compile_submission(task, src, "cuda", "90a")
+    other_arch = compile_submission(task, src, "cuda", "80")
+    assert not first.cached and second.cached and not other_arch.cached
+    assert first.libraries == second.libraries != other_arch.libraries
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    ("task_id", "language", "kind"),
+    [(t, lang, kind) for t in list_tasks() for lang in ("cuda", "cute") for kind in ("starter", "baseline")
+     if get_task(t).allows(lang) and (kind == "starter" or lang in shipped_solutions(t))],
+)
+def test_cuda_and_cute_sources_compile(cpu_judge, task_id, language, kind):
+    task = get_task(task_id)
+    source = task.starter(language) if kind == "starter" else shipped_solutions(task_id)[language].read_text()
+    result = cpu_judge.evaluate(task, source, language)
+    assert result.status == "compiled", result.messages

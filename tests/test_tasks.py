@@ -1,0 +1,100 @@
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kerneldojo.tasks import TASKS_DIR, TaskError, get_task, list_tasks, load_task, parse_signature
+
+FOUR = {"vector_add", "softmax", "matmul", "gelu"}
+
+
+def test_the_four_foundation_tasks_load():
+    assert FOUR <= set(list_tasks())
+    for task_id in list_tasks():
+        task = get_task(task_id)
+        assert task.reference_source.startswith(("import", '"""', "#"))
+        for language in task.spec.languages:
+            assert task.starter(language).strip()
+
+
+def test_cases_expand_sizes_over_dtypes():
+    softmax = get_task("softmax")
+    cases = softmax.cases("small")
+    assert len(cases) == len(softmax.spec.shapes.small) * 2
+    assert {c.dtype for c in cases} == {"float32", "bfloat16"}
+    assert cases[0].shape == {"rows": 1, "cols": 1, "dtype": "float32"}
+
+
+def test_matmul_tests_sizes_that_are_not_multiples_of_16():
+    sizes = get_task("matmul").spec.shapes.test
+    assert any(s[d] % 16 for s in sizes for d in ("m", "n", "k"))
+
+
+def test_unknown_task_names_the_nearest():
+    with pytest.raises(TaskError, match="did you mean softmax"):
+        get_task("sofmax")
+
+
+def test_signature_parsing():
+    params = parse_signature('extern "C" void solution(const float* x, float *out, int64_t n, cudaStream_t stream);')
+    assert [(p.name, p.is_pointer) for p in params] == [("x", True), ("out", True), ("n", False), ("stream", False)]
+    with pytest.raises(ValueError, match="type 'bool'"):
+        parse_signature("void solution(bool flag)")
+    with pytest.raises(ValueError, match="must look like"):
+        parse_signature("int solution(float* x)")
+
+
+@pytest.fixture
+def task_copy(tmp_path) -> Path:
+    folder = tmp_path / "vector_add"
+    shutil.copytree(TASKS_DIR / "vector_add", folder)
+    return folder
+
+
+def _edit(folder: Path, old: str, new: str, file: str = "task.toml") -> None:
+    path = folder / file
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('title = "Vector addition"\n', "", r"title: Field required"),
+        ("level = 1", "level = 9", r"level: Input should be less than or equal to 4"),
+        ('languages = ["triton", "cuda"]', 'languages = ["rust"]', r"languages\.0: Input should be"),
+        ("[tolerance.float32]", "[tolerance.bfloat16]", r"tolerance: no entry for dtype"),
+        ("{ n = 1 }, { n = 7 }", "{ n = 1 }, { n = 7, dtype = 3 }", r"'dtype' is not a size"),
+        ("int64_t n,", "int64_t count,", r"parameter 'count' is neither an input"),
+        ('forbidden = ["aten.add"', 'forbidden = ["torch.add"', r"forbidden: .*not an aten operator"),
+        ('id = "vector_add"', 'id = "vector-add"', r"id: String should match pattern"),
+        ('id = "vector_add"', 'id = "other"', r"id: 'other' must equal the folder name"),
+        ("[shapes]", "[shapes\n", r"not valid TOML"),
+        ("level = 1", "level = 1\ncolour = 'red'", r"colour: Extra inputs are not permitted"),
+    ],
+)
+def test_malformed_task_names_the_file_and_field(task_copy, old, new, message):
+    _edit(task_copy, old, new)
+    with pytest.raises(TaskError, match=message) as info:
+        load_task(task_copy)
+    assert str(task_copy / "task.toml") in str(info.value)
+
+
+def test_missing_reference_function_is_named(task_copy):
+    _edit(task_copy, "def flops(", "def not_flops(", file="reference.py")
+    with pytest.raises(TaskError, match=r"reference.py: must define flops"):
+        load_task(task_copy)
+
+
+def test_missing_starter_is_named(task_copy):
+    (task_copy / "starter_cuda.cu").unlink()
+    with pytest.raises(TaskError, match=r"starter_cuda.cu: missing; languages lists 'cuda'"):
+        load_task(task_copy)
+
+
+def test_cuda_language_needs_a_signature(task_copy):
+    text = (task_copy / "task.toml").read_text()
+    (task_copy / "task.toml").write_text(text[: text.index("[cuda]")])
+    with pytest.raises(TaskError, match=r"there is no \[cuda\] signature"):
+        load_task(task_copy)
