@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 from gymnasium import spaces
-
 from kerneldojo.graders.reward import RewardConfig
+from kerneldojo.tasks import get_task
+
 from kerneldojo.judge import Judge, versions
 from kerneldojo.result import EvalResult
-from kerneldojo.tasks import get_task
 
 from .feedback import render_feedback
 from .spaces import SourceText
@@ -25,7 +25,7 @@ class KernelEnv(gym.Env[dict, str]):
     An episode is a conversation of up to `max_turns` submissions; it truncates after the last.
     """
 
-    metadata = {"render_modes": ["ansi"]}
+    metadata: ClassVar[dict] = {"render_modes": ["ansi"]}
 
     def __init__(
         self,

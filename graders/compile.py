@@ -76,7 +76,8 @@ def compile_submission(task: Task, source: str, language: str, arch: str) -> Bui
         try:
             compile(source, "submission.py", "exec")
         except SyntaxError as e:
-            raise CompileError(f"submission.py, line {e.lineno}: SyntaxError: {e.msg}\n    {(e.text or '').rstrip()}")
+            where = f"submission.py, line {e.lineno}"
+            raise CompileError(f"{where}: SyntaxError: {e.msg}\n    {(e.text or '').rstrip()}") from None
         return Build(language, path)
     return _build_native(task, source, language, arch)
 

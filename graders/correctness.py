@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
+from kerneldojo.tasks import Tolerance
 
 from kerneldojo.result import Mismatch
-from kerneldojo.tasks import Tolerance
 
 # Where the judge allocates the outputs it fills them with this first, so unwritten elements show.
 POISON = float("nan")
@@ -44,7 +44,8 @@ def _check_structure(i: int, got, expected: torch.Tensor, case: str) -> None:
         raise WrongOutput(f"{where} is a {type(got).__name__}, expected a plain torch.Tensor")
     for attribute in ("shape", "dtype", "device"):
         if getattr(got, attribute) != getattr(expected, attribute):
-            raise WrongOutput(f"{where} has {attribute} {getattr(got, attribute)}, expected {getattr(expected, attribute)}")
+            have, want = getattr(got, attribute), getattr(expected, attribute)
+            raise WrongOutput(f"{where} has {attribute} {have}, expected {want}")
 
 
 def _compare_values(i: int, got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, case: str) -> float:

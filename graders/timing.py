@@ -2,8 +2,9 @@
 
 Each timed call gets a cold L2 (a buffer twice its size is written first) and the device is
 synchronized before and after, so no earlier work overlaps it. Calls rotate over several input
-sets (one zero-argument call each). Repetition stops when the relative standard error of the mean falls under `target_rse`, or
-when the time budget or the run cap is reached; the median is the figure reported.
+sets (one zero-argument call each). Repetition stops when the relative standard error of the
+mean falls under `target_rse`, or when the time budget or the run cap is reached; the median is
+the figure reported.
 """
 
 from __future__ import annotations

@@ -31,6 +31,6 @@ def make(task: str, **kwargs):
     return gymnasium.make(f"kerneldojo/{task}-v0", **kwargs)
 
 
-from kerneldojo import env as _env  # noqa: E402  (registers the environments)
+from kerneldojo import env  # noqa: E402, F401  (registers the environments)
 
 __all__ = ["EvalResult", "RewardConfig", "evaluate", "get_task", "list_tasks", "make"]

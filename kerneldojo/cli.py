@@ -99,7 +99,7 @@ def leaderboard(results: list[EvalResult]) -> str:
 
 def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
-    line = "  ".join("{:<%d}" % w for w in widths)
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join([line.format(*header), line.format(*("-" * w for w in widths)), *(line.format(*r) for r in rows)])
 
 

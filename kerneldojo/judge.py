@@ -17,7 +17,11 @@ import torch
 import kerneldojo
 from kerneldojo.graders.checks import ForbiddenOps
 from kerneldojo.graders.compile import (
-    CompileError, check_language, compile_submission, detect_language, nvcc_version,
+    CompileError,
+    check_language,
+    compile_submission,
+    detect_language,
+    nvcc_version,
 )  # fmt: skip
 from kerneldojo.graders.correctness import WrongOutput, check_inputs_unchanged, check_outputs, poisoned_like
 from kerneldojo.graders.reward import RewardConfig

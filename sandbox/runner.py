@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-
 from kerneldojo.graders.compile import Build, CompileError
 from kerneldojo.tasks import Task
 
@@ -48,7 +47,8 @@ class Solution:
     def run(self, inputs: tuple[torch.Tensor, ...], shape: dict, outputs: tuple[torch.Tensor, ...]):
         if self.build.language in ("triton", "python"):
             try:
-                result = self._fn(*inputs)
+                with interpreter(self.device.mode == "cpu"):
+                    result = self._fn(*inputs)
             except Exception as e:
                 # Triton compiles a kernel at its first launch: its errors are compile errors.
                 error = CompileError if type(e).__name__ == "CompilationError" else SubmissionError

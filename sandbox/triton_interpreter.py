@@ -1,13 +1,15 @@
 """CPU mode for Triton: run `@triton.jit` kernels through Triton's interpreter.
 
-The interpreter is chosen when a kernel is decorated, so it must be on while the submission's
-module is imported, and off again so that GPU evaluations in the same process compile for real.
+Triton reads TRITON_INTERPRET both when a kernel is decorated and when it runs (for its own
+library functions such as tl.zeros), so it must be on while the submission is imported and while
+it is called, and off again so that GPU evaluations in the same process compile for real.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 
 _patched = False
@@ -21,13 +23,38 @@ def interpreter(enabled: bool) -> Iterator[None]:
     _patch_bf16_dot()
     before = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "1"
+    swapped = _interpret_library_functions()
     try:
         yield
     finally:
+        for module, name, jit_function in swapped:
+            setattr(module, name, jit_function)
         if before is None:
             del os.environ["TRITON_INTERPRET"]
         else:
             os.environ["TRITON_INTERPRET"] = before
+
+
+def _interpret_library_functions() -> list[tuple[object, str, object]]:
+    """Library functions such as tl.zeros and tl.cdiv are `@jit`s made when triton was imported;
+    if that was without TRITON_INTERPRET, they refuse to run inside an interpreted kernel.
+    Swap in interpreted twins for the duration, and return what to put back."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    swapped = []
+    for module_name, module in list(sys.modules.items()):
+        if not module_name.startswith("triton.language") or module is None:
+            continue
+        for name, value in list(vars(module).items()):
+            if isinstance(value, JITFunction):
+                twin = _twins.setdefault(id(value), InterpretedFunction(value.fn))
+                setattr(module, name, twin)
+                swapped.append((module, name, value))
+    return swapped
+
+
+_twins: dict[int, object] = {}
 
 
 def _patch_bf16_dot() -> None:

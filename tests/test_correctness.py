@@ -1,6 +1,5 @@
 import pytest
 import torch
-
 from kerneldojo.graders.correctness import WrongOutput, check_inputs_unchanged, check_outputs, poisoned_like
 from kerneldojo.tasks import Tolerance
 

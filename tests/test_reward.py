@@ -1,5 +1,4 @@
 import pytest
-
 from kerneldojo.graders.reward import RewardConfig
 
 R = RewardConfig()
