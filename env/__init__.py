@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gymnasium
+
 from kerneldojo.tasks import list_tasks
 
 from .kernel_env import KernelEnv

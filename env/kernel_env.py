@@ -6,11 +6,11 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 from gymnasium import spaces
-from kerneldojo.graders.reward import RewardConfig
-from kerneldojo.tasks import get_task
 
+from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.judge import Judge, versions
 from kerneldojo.result import EvalResult
+from kerneldojo.tasks import get_task
 
 from .feedback import render_feedback
 from .spaces import SourceText

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
-from kerneldojo.tasks import Tolerance
 
 from kerneldojo.result import Mismatch
+from kerneldojo.tasks import Tolerance
 
 # Where the judge allocates the outputs it fills them with this first, so unwritten elements show.
 POISON = float("nan")

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+
 from kerneldojo.graders.compile import Build, CompileError
 from kerneldojo.tasks import Task
 

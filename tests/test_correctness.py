@@ -1,5 +1,6 @@
 import pytest
 import torch
+
 from kerneldojo.graders.correctness import WrongOutput, check_inputs_unchanged, check_outputs, poisoned_like
 from kerneldojo.tasks import Tolerance
 

@@ -4,9 +4,9 @@ import gymnasium as gym
 import pytest
 import submissions as subs
 from gymnasium.utils.env_checker import check_env
-from kerneldojo.tasks import TaskError
 
 import kerneldojo
+from kerneldojo.tasks import TaskError
 
 
 @pytest.mark.parametrize("task_id", kerneldojo.list_tasks())

@@ -4,6 +4,7 @@ import shutil
 
 import pytest
 import submissions as subs
+
 from kerneldojo.baselines import shipped_solutions
 from kerneldojo.graders.compile import detect_language
 from kerneldojo.tasks import get_task, list_tasks

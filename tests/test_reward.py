@@ -1,4 +1,5 @@
 import pytest
+
 from kerneldojo.graders.reward import RewardConfig
 
 R = RewardConfig()

@@ -2,6 +2,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from kerneldojo.tasks import TASKS_DIR, TaskError, get_task, list_tasks, load_task, parse_signature
 
 FOUR = {"vector_add", "softmax", "matmul", "gelu"}

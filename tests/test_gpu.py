@@ -1,0 +1,47 @@
+"""On a GPU: every shipped solution and starter passes and is timed; failures keep their shape."""
+
+import pytest
+import submissions as subs
+
+import kerneldojo
+from kerneldojo.baselines import shipped_solutions
+from kerneldojo.tasks import get_task, list_tasks
+
+pytestmark = pytest.mark.gpu
+
+SOLUTIONS = [(t, lang, "baseline") for t in list_tasks() for lang in shipped_solutions(t)]
+SOLUTIONS += [(t, lang, "starter") for t in list_tasks() for lang in get_task(t).spec.languages]
+
+
+@pytest.mark.parametrize(("task_id", "language", "kind"), SOLUTIONS)
+def test_solution_passes_and_is_timed(gpu_judge, task_id, language, kind):
+    task = get_task(task_id)
+    source = shipped_solutions(task_id)[language].read_text() if kind == "baseline" else task.starter(language)
+    result = gpu_judge.evaluate(task, source, language)
+    assert result.status == "ok", result.messages
+    assert result.mode == "gpu" and result.device.startswith("NVIDIA") and result.versions.cuda_driver
+    assert result.cases_checked == len(task.cases("test")) * gpu_judge.seeds
+    assert result.timed and len(result.timings) == len(task.cases("bench"))
+    for timing in result.timings:
+        assert timing.submission.runs >= 10 and timing.submission.median_ms > 0
+        assert timing.eager is not None and timing.speedup > 0
+    assert result.speedup is not None and result.reward >= gpu_judge.reward.correct + gpu_judge.reward.speed_weight * -1
+
+
+@pytest.mark.parametrize("source", [subs.VECTOR_ADD_OFF_BY_ONE, subs.VECTOR_ADD_CUDA_OFF_BY_ONE])
+def test_off_by_one_is_wrong_on_the_gpu(gpu_judge, source):
+    result = gpu_judge.evaluate("vector_add", source)
+    assert result.status == "wrong" and not result.timed and result.reward == 0
+    assert result.mismatch.index == [result.mismatch.total - 1]
+
+
+def test_cuda_compile_error_on_the_gpu(gpu_judge):
+    result = gpu_judge.evaluate("vector_add", subs.VECTOR_ADD_CUDA_ERROR)
+    assert result.status == "compile_error" and "error" in result.messages[0]
+
+
+def test_env_step_on_the_gpu(gpu_judge):
+    env = kerneldojo.make("vector_add", language="cuda", judge=gpu_judge)
+    env.reset()
+    obs, reward, _, _, info = env.step(subs.VECTOR_ADD_CUDA)
+    assert info["result"].timed and "Timed on NVIDIA" in obs["feedback"] and reward == info["result"].reward
