@@ -1,0 +1,35 @@
+// Starter: one thread per row, three passes over the row (max, sum, write).
+// Correct for any shape but slow: a warp's 32 threads read 32 different rows
+// (uncoalesced), and each row is read from memory three times. A fast version
+// gives each row a warp or a block and keeps the row in registers.
+#include <cstdint>
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ void store(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
+
+__global__ void softmax_kernel(const scalar_t* x, scalar_t* out, int64_t rows, int64_t cols) {
+    int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const scalar_t* xr = x + r * cols;
+    scalar_t* yr = out + r * cols;
+
+    // Subtracting the maximum keeps exp() from overflowing; the result is unchanged.
+    float mx = -INFINITY;
+    for (int64_t c = 0; c < cols; ++c) mx = fmaxf(mx, to_float(xr[c]));
+    // The running sum is a double: over 32768 terms a float one drifts by about 1e-5
+    // relative, past the float32 tolerance. (A parallel version sums in a tree instead,
+    // which keeps float accurate.)
+    double sum = 0.0;
+    for (int64_t c = 0; c < cols; ++c) sum += expf(to_float(xr[c]) - mx);
+    const float inv = (float)(1.0 / sum);
+    for (int64_t c = 0; c < cols; ++c) store(&yr[c], expf(to_float(xr[c]) - mx) * inv);
+}
+
+extern "C" void solution(const scalar_t* x, scalar_t* out, int64_t rows, int64_t cols, cudaStream_t stream) {
+    if (rows <= 0 || cols <= 0) return;
+    const int threads = 128;
+    const int64_t blocks = (rows + threads - 1) / threads;
+    softmax_kernel<<<(unsigned)blocks, threads, 0, stream>>>(x, out, rows, cols);
+}
