@@ -25,12 +25,16 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--language", help=f"one of {', '.join(LANGUAGES)}; detected from the source when omitted")
     ev.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     ev.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
+    lint = commands.add_parser("lint", help="check task definitions and that their starters and baselines pass")
+    lint.add_argument("tasks", nargs="*", help="default: all")
+    lint.add_argument("--device", default="cpu")
+    lint.add_argument("--quick", action="store_true", help="skip running the starters and baselines")
     demo = commands.add_parser("demo", help="evaluate the shipped baselines and print the table")
     demo.add_argument("--device", default="auto")
     demo.add_argument("--task", action="append", help="only these tasks (repeatable)")
     args = parser.parse_args(argv)
     try:
-        return {"tasks": cmd_tasks, "show": cmd_show, "eval": cmd_eval, "demo": cmd_demo}[args.command](args)
+        return {"tasks": cmd_tasks, "show": cmd_show, "eval": cmd_eval, "lint": cmd_lint, "demo": cmd_demo}[args.command](args)
     except (TaskError, ValueError, FileNotFoundError) as e:
         print(f"kerneldojo: error: {e}", file=sys.stderr)
         return 2
@@ -62,6 +66,22 @@ def cmd_eval(args) -> int:
     result = evaluate(task.id, args.file.read_text(), language=args.language, device=args.device)
     print(result.model_dump_json(indent=2) if args.json else render_feedback(result))
     return 0 if result.status in ("ok", "compiled") else 1
+
+
+def cmd_lint(args) -> int:
+    from kerneldojo.judge import Judge
+    from kerneldojo.tasks.lint import lint_solutions, lint_task
+
+    judge = None if args.quick else Judge(args.device)
+    failed = 0
+    for task_id in args.tasks or list_tasks():
+        task = get_task(task_id)
+        problems = lint_task(task) + ([] if judge is None else lint_solutions(task, judge))
+        print(f"{task_id}: {'ok' if not problems else ''}")
+        for problem in problems:
+            print(f"  - {problem}")
+        failed += bool(problems)
+    return 1 if failed else 0
 
 
 def cmd_demo(args) -> int:

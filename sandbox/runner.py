@@ -19,6 +19,7 @@ import torch
 
 from kerneldojo.graders.compile import Build, CompileError
 from kerneldojo.tasks import Task
+from kerneldojo.tasks.spec import STRIDE_PARAM
 
 from .device import Device
 from .triton_interpreter import interpreter
@@ -52,8 +53,9 @@ class Solution:
                     result = self._fn(*inputs)
             except Exception as e:
                 # Triton compiles a kernel at its first launch: its errors are compile errors.
-                error = CompileError if type(e).__name__ == "CompilationError" else SubmissionError
-                raise error(self._format(e)) from None
+                if type(e).__name__ == "CompilationError" or isinstance(e.__cause__, SyntaxError):
+                    raise CompileError(self._format_triton_compile_error(e)) from None
+                raise SubmissionError(self._format(e)) from None
             return result if isinstance(result, tuple) else (result,)
         self._call_native(inputs, shape, outputs)
         return outputs
@@ -99,9 +101,26 @@ class Solution:
                 args.append(stream)
             elif param.name in tensors:
                 args.append(tensors[param.name].data_ptr())
-            else:
+            elif param.name in shape:
                 args.append(shape[param.name])
+            else:  # validated when the task loaded: <tensor>_stride<dim>
+                tensor, dim = STRIDE_PARAM.fullmatch(param.name).groups()
+                args.append(tensors[tensor].stride(int(dim)))
         self._entries[shape["dtype"]](*args)
+
+    def _format_triton_compile_error(self, error: BaseException) -> str:
+        """Triton numbers lines from the kernel's `def`; turn that into the submission's line."""
+        src, node = getattr(error, "src", None), getattr(error, "node", None)
+        if not src or not hasattr(node, "lineno"):
+            return self._format(error)
+        lines = self.build.source_path.read_text().splitlines()
+        first = src.strip().splitlines()[0].strip()
+        start = next((i for i, line in enumerate(lines) if line.strip() == first), None)
+        if start is None:
+            return self._format(error)
+        lineno = start + node.lineno
+        detail = (getattr(error, "error_message", None) or "").strip()
+        return f"submission.py, line {lineno}: Triton compile error: {detail}\n    {lines[lineno - 1].strip()}"
 
     def _format(self, error: BaseException) -> str:
         """The traceback frames in the submission file, then the error itself."""

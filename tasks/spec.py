@@ -55,6 +55,10 @@ class TaskSpec(BaseModel):
     shapes: ShapeSets
     tolerance: dict[DType, Tolerance]
     forbidden: list[str] = Field(default=[], description="aten operators a submission may not call")
+    aligned_sizes: list[str] = Field(
+        default=[], description="sizes the test set may keep at multiples of 16 (e.g. a head dimension); the linter "
+        "otherwise wants an awkward value of every size"
+    )
     cuda: CudaSpec | None = None
 
     @field_validator("forbidden")
@@ -79,12 +83,13 @@ class TaskSpec(BaseModel):
             raise ValueError(f"languages include {sorted(native)} but there is no [cuda] signature")
         if self.cuda is not None:
             sizes = set().union(*(s.keys() for s in self.shapes.test))
-            known = set(self.inputs) | set(self.outputs) | sizes | {"stream"}
+            tensors = set(self.inputs) | set(self.outputs)
             for param in parse_signature(self.cuda.signature):
-                if param.name not in known:
+                stride = STRIDE_PARAM.fullmatch(param.name)
+                if param.name not in tensors | sizes | {"stream"} and not (stride and stride[1] in tensors):
                     raise ValueError(
                         f"cuda.signature: parameter {param.name!r} is neither an input, an output, "
-                        f"a size ({sorted(sizes)}) nor 'stream'"
+                        f"a size ({sorted(sizes)}), a stride (<tensor>_stride<dim>) nor 'stream'"
                     )
         return self
 
@@ -113,6 +118,8 @@ _C_SCALARS = {
     "int64_t": ctypes.c_int64, "long": ctypes.c_int64, "long long": ctypes.c_int64, "size_t": ctypes.c_size_t,
     "float": ctypes.c_float, "double": ctypes.c_double,
 }  # fmt: skip
+# `x_stride0` in a signature receives x.stride(0), in elements: for tasks whose inputs are views.
+STRIDE_PARAM = re.compile(r"(\w+)_stride(\d)")
 _SIGNATURE = re.compile(r'^\s*(?:extern\s+"C"\s+)?void\s+solution\s*\((?P<params>[^)]*)\)\s*;?\s*$', re.S)
 
 

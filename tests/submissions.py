@@ -62,3 +62,8 @@ extern "C" void solution(const float* x, const float* y, float* out, int64_t n, 
 VECTOR_ADD_CUDA_OFF_BY_ONE = VECTOR_ADD_CUDA.replace("if (i < n)", "if (i < n - 1)")
 
 VECTOR_ADD_CUDA_ERROR = VECTOR_ADD_CUDA.replace("out[i] = x[i] + y[i];", "out[i] = x[i] + undeclared[i];")
+
+# A kernel that is valid Python but not valid Triton: Triton rejects it when it compiles (on a GPU).
+VECTOR_ADD_TRITON_COMPILE_ERROR = VECTOR_ADD_TRITON.replace(
+    "    mask = offs < n\n", "    mask = offs < n\n    bad = tl.no_such_function(offs)\n"
+)

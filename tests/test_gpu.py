@@ -40,6 +40,13 @@ def test_cuda_compile_error_on_the_gpu(gpu_judge):
     assert result.status == "compile_error" and "error" in result.messages[0]
 
 
+def test_triton_compile_error_cites_the_submission_line(gpu_judge):
+    result = gpu_judge.evaluate("vector_add", subs.VECTOR_ADD_TRITON_COMPILE_ERROR, "triton")
+    line = 1 + subs.VECTOR_ADD_TRITON_COMPILE_ERROR.splitlines().index("    bad = tl.no_such_function(offs)")
+    assert result.status == "compile_error", result.messages
+    assert f"submission.py, line {line}" in result.messages[0] and "no_such_function" in result.messages[0]
+
+
 def test_env_step_on_the_gpu(gpu_judge):
     env = kerneldojo.make("vector_add", language="cuda", judge=gpu_judge)
     env.reset()

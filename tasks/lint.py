@@ -1,0 +1,96 @@
+"""The task linter: properties every task must have before agents train on it.
+
+    kerneldojo lint [TASK ...]
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import torch
+
+from kerneldojo.graders.roofline import floor_ms, peaks_for
+
+from . import Task
+
+# A benchmark size must keep an H100 busy for this long at the roofline, or launch overhead dominates.
+MIN_BENCH_FLOOR_MS = 0.01
+ALIGNMENT = 16
+
+
+def lint_task(task: Task) -> list[str]:
+    """Problems with the task's own definition (reference, shapes); empty when it is sound."""
+    return [*_reference_problems(task), *_shape_problems(task)]
+
+
+def lint_solutions(task: Task, judge) -> list[str]:
+    """The shipped starters and baselines must pass (CPU mode: Triton runs, CUDA compiles)."""
+    from kerneldojo.baselines import shipped_solutions
+
+    problems = []
+    sources = {f"starter_{lang}": (lang, task.starter(lang)) for lang in task.spec.languages}
+    sources |= {f"baseline {lang}": (lang, p.read_text()) for lang, p in shipped_solutions(task.id).items()}
+    if "triton" not in shipped_solutions(task.id):
+        problems.append("no Triton baseline in baselines/<task>/triton.py")
+    for name, (language, source) in sources.items():
+        result = judge.evaluate(task, source, language)
+        expected = ("ok",) if judge.device.mode == "gpu" or language in ("triton", "python") else ("compiled",)
+        if result.status not in expected:
+            problems.append(f"{name}: {result.status}: {' | '.join(result.messages)[:300]}")
+    return problems
+
+
+def _reference_problems(task: Task) -> list[str]:
+    ref, problems = task.reference, []
+    device = torch.device("cpu")
+    largest_small = task.spec.shapes.small[-1]
+    for case in (c for c in task.cases("small") if dict(c.sizes) == largest_small):
+        shape, tol = case.shape, task.tolerance(case.dtype)
+        seed_a, seed_b = secrets.randbits(31), secrets.randbits(31)
+        inputs_a = ref.make_inputs(shape, seed_a, device)
+        inputs_b = ref.make_inputs(shape, seed_b, device)
+        if len(inputs_a) != len(task.spec.inputs):
+            return [f"make_inputs returns {len(inputs_a)} tensors; task.toml names {len(task.spec.inputs)} inputs"]
+        out_a = _as_tuple(ref.reference(*inputs_a))
+        if len(out_a) != len(task.spec.outputs):
+            return [f"reference returns {len(out_a)} outputs; task.toml names {len(task.spec.outputs)}"]
+        if not _differs(out_a, _as_tuple(ref.reference(*inputs_b)), tol):
+            problems.append(f"{case}: reference gives the same output for two seeds")
+        for i, name in enumerate(task.spec.inputs):
+            mixed = tuple(inputs_b[j] if j == i else t for j, t in enumerate(inputs_a))
+            if not _differs(out_a, _as_tuple(ref.reference(*mixed)), tol):
+                problems.append(f"{case}: the output does not depend on input {name!r}")
+        for name, out in zip(task.spec.outputs, out_a):
+            if out.numel() > 1 and float(out.double().max() - out.double().min()) <= tol.atol:
+                problems.append(f"{case}: output {name!r} is near-constant")
+        if ref.flops(shape) < 0 or ref.bytes_moved(shape) <= 0:
+            problems.append(f"{case}: flops must be >= 0 and bytes_moved > 0")
+    return problems
+
+
+def _shape_problems(task: Task) -> list[str]:
+    problems = []
+    sizes = set().union(*(s.keys() for s in task.spec.shapes.test))
+    for size in sorted(sizes - set(task.spec.aligned_sizes)):
+        if all(s.get(size, 0) % ALIGNMENT == 0 for s in task.spec.shapes.test):
+            problems.append(f"shapes.test: every {size} is a multiple of {ALIGNMENT}; add an awkward one")
+    peaks = peaks_for("H100")
+    for case in task.cases("bench"):
+        floor = floor_ms(task.reference.flops(case.shape), task.reference.bytes_moved(case.shape), case.dtype, peaks)
+        if floor is not None and floor < MIN_BENCH_FLOOR_MS:
+            problems.append(f"shapes.bench: {case} takes {1e3 * floor:.1f} us at the H100 roofline; make it larger")
+    return problems
+
+
+def _differs(a: tuple, b: tuple, tol) -> bool:
+    for x, y in zip(a, b):
+        if x.shape != y.shape:
+            return True
+        x, y = x.double(), y.double()
+        if ((x - y).abs() > tol.atol + tol.rtol * y.abs()).any():
+            return True
+    return False
+
+
+def _as_tuple(value) -> tuple:
+    return value if isinstance(value, tuple) else (value,)
