@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--task", action="append", help="only these tasks (repeatable)")
     args = parser.parse_args(argv)
     try:
-        return {"tasks": cmd_tasks, "show": cmd_show, "eval": cmd_eval, "lint": cmd_lint, "demo": cmd_demo}[args.command](args)
+        command = {"tasks": cmd_tasks, "show": cmd_show, "eval": cmd_eval, "lint": cmd_lint, "demo": cmd_demo}
+        return command[args.command](args)
     except (TaskError, ValueError, FileNotFoundError) as e:
         print(f"kerneldojo: error: {e}", file=sys.stderr)
         return 2

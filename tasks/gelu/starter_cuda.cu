@@ -8,7 +8,9 @@ __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162f
 __device__ __forceinline__ void store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
 
-__global__ void gelu_kernel(const scalar_t* x, scalar_t* out, int64_t n) {
+// `static` keeps the kernel's symbol private to this library: two libraries loaded into one
+// process that both define a kernel of the same name could otherwise launch each other's.
+static __global__ void gelu_kernel(const scalar_t* x, scalar_t* out, int64_t n) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const float v = to_float(x[i]);

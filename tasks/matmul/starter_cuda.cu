@@ -4,7 +4,9 @@
 // tiles of a and b staged in shared memory, then mma/wgmma instructions.
 #include <cstdint>
 
-__global__ void matmul_kernel(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
+// `static` keeps the kernel's symbol private to this library: two libraries loaded into one
+// process that both define a kernel of the same name could otherwise launch each other's.
+static __global__ void matmul_kernel(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
                               int m, int n, int k) {
     // x runs along columns so that neighbouring threads read neighbouring b[] and write
     // neighbouring c[] elements (coalesced).

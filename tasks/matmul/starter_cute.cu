@@ -11,7 +11,9 @@ using bf16 = __nv_bfloat16;
 
 constexpr int kBM = 64, kBN = 64, kBK = 16, kThreads = 256;
 
-__global__ void __launch_bounds__(kThreads) gemm_kernel(const bf16* a, const bf16* b, bf16* c, int m, int n, int k) {
+// `static` keeps the kernel's symbol private to this library: two libraries loaded into one
+// process that both define a kernel of the same name could otherwise launch each other's.
+static __global__ void __launch_bounds__(kThreads) gemm_kernel(const bf16* a, const bf16* b, bf16* c, int m, int n, int k) {
     // CuTe's GEMM convention is C(M,N) = A(M,K) * B(N,K)^T. b is stored k x n row-major,
     // so viewed as an (N,K) tensor its n-stride is 1 and its k-stride is n.
     Tensor mA = make_tensor(make_gmem_ptr(a), make_shape(m, k), make_stride(k, Int<1>{}));

@@ -3,7 +3,9 @@
 // memory requests in flight.
 #include <cstdint>
 
-__global__ void add_kernel(const float* x, const float* y, float* out, int64_t n) {
+// `static` keeps the kernel's symbol private to this library: two libraries loaded into one
+// process that both define a kernel of the same name could otherwise launch each other's.
+static __global__ void add_kernel(const float* x, const float* y, float* out, int64_t n) {
     // 64-bit index: n can exceed what a 32-bit product of block and thread ids holds.
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = x[i] + y[i];  // the last block usually runs past n
