@@ -25,7 +25,7 @@ from kerneldojo.graders.compile import (
 )  # fmt: skip
 from kerneldojo.graders.correctness import WrongOutput, check_inputs_unchanged, check_outputs, poisoned_like
 from kerneldojo.graders.reward import RewardConfig
-from kerneldojo.graders.roofline import floor_ms, peaks_for
+from kerneldojo.graders.roofline import floor_ms, measured_peaks
 from kerneldojo.graders.timing import time_calls
 from kerneldojo.result import CaseTiming, EvalResult, TimeStats, Versions
 from kerneldojo.sandbox.device import Device, resolve_device, synchronize
@@ -122,7 +122,7 @@ class Judge:
             result.messages.append(forbidden.message())
 
     def _time(self, task: Task, solution: Solution, result: EvalResult) -> None:
-        peaks = peaks_for(self.device.name)
+        peaks = measured_peaks(self.device.torch_device)
         for case in task.cases("bench"):
             shape = case.shape
             arg_sets = [task.reference.make_inputs(shape, secrets.randbits(31), self.device.torch_device)

@@ -48,7 +48,7 @@ class CaseTiming(BaseModel):
     submission: TimeStats
     eager: TimeStats | None = None
     compiled: TimeStats | None = Field(None, description="the reference under torch.compile")
-    floor_ms: float | None = Field(None, description="max(flops / peak flops, bytes / peak bandwidth)")
+    floor_ms: float | None = Field(None, description="max(flops / peak flops, bytes / peak bandwidth), measured peaks")
 
     @property
     def speedup(self) -> float | None:

@@ -9,7 +9,7 @@ import secrets
 
 import torch
 
-from kerneldojo.graders.roofline import floor_ms, peaks_for
+from kerneldojo.graders.roofline import datasheet_peaks, floor_ms
 
 from . import Task
 
@@ -74,7 +74,7 @@ def _shape_problems(task: Task) -> list[str]:
     for size in sorted(sizes - set(task.spec.aligned_sizes)):
         if all(s.get(size, 0) % ALIGNMENT == 0 for s in task.spec.shapes.test):
             problems.append(f"shapes.test: every {size} is a multiple of {ALIGNMENT}; add an awkward one")
-    peaks = peaks_for("H100")
+    peaks = datasheet_peaks("H100")
     for case in task.cases("bench"):
         floor = floor_ms(task.reference.flops(case.shape), task.reference.bytes_moved(case.shape), case.dtype, peaks)
         if floor is not None and floor < MIN_BENCH_FLOOR_MS:
