@@ -55,3 +55,10 @@ def test_linter_runs_the_starters(broken_copy, cpu_judge):
     edit("starter_triton.py", "mask = offs < n ", "mask = offs < n - 1 ")
     problems = lint_solutions(load_task(folder), cpu_judge)
     assert any(p.startswith("starter_triton: wrong") for p in problems)
+
+
+def test_docs_tasks_md_is_generated_from_the_task_folders():
+    from kerneldojo.tasks.docgen import render
+
+    committed = (TASKS_DIR.parent / "docs" / "tasks.md").read_text()
+    assert committed == render(), "docs/tasks.md is stale: python -m kerneldojo.tasks.docgen > docs/tasks.md"
