@@ -46,12 +46,14 @@ class Judge:
         seeds: int = 3,
         time_compiled_reference: bool = True,
         timing_budget_s: float = 2.0,
+        timed: bool = True,
     ):
         self.device: Device = resolve_device(device)
         self.reward = reward or RewardConfig()
         self.seeds = seeds
         self.time_compiled_reference = time_compiled_reference
         self.timing_budget_s = timing_budget_s
+        self.timed = timed and self.device.mode == "gpu"
         self._reference_times: dict[tuple[str, str, str], TimeStats | None] = {}
 
     def evaluate(self, task: Task | str, source: str, language: str | None = None) -> EvalResult:
@@ -92,7 +94,7 @@ class Judge:
         solution = Solution(task, build, self.device)
         try:
             self._check(task, solution, result)
-            if result.status == "ok" and self.device.mode == "gpu":
+            if result.status == "ok" and self.timed:
                 self._time(task, solution, result)
         finally:
             solution.close()

@@ -28,4 +28,12 @@ def cpu_judge():
 def gpu_judge():
     from kerneldojo.judge import Judge
 
-    return Judge("cuda", timing_budget_s=0.5)
+    return Judge("cuda", timing_budget_s=0.5, time_compiled_reference=False)
+
+
+@pytest.fixture(scope="session")
+def gpu_checker():
+    """Correctness only: timing every solution belongs to baselines/bench_baselines.py."""
+    from kerneldojo.judge import Judge
+
+    return Judge("cuda", timed=False)
