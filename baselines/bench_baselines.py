@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -27,9 +28,9 @@ def main() -> None:
     parser.add_argument("--merge", action="append", default=[], help="with --render: add another saved run")
     args = parser.parse_args()
     if args.render:
-        data = json.load(open(args.render))
+        data = json.loads(Path(args.render).read_text())
         for extra in args.merge:
-            data["results"] += json.load(open(extra))["results"]
+            data["results"] += json.loads(Path(extra).read_text())["results"]
         print(render(data))
         return
     data = measure(args)
@@ -77,8 +78,8 @@ def render(data: dict) -> str:
     ]
     for r in data["results"]:
         if not r["timings"]:
-            lines.append(f"| {r['task']} | {r['language']} | {r['status']}: {' '.join(r['messages'])[:100]} "
-                         "| | | | | | | |")
+            why = " ".join(r["messages"])[:100]
+            lines.append(f"| {r['task']} | {r['language']} | {r['status']}: {why} | | | | | | | |")
         for t in r["timings"]:
             sub, eager, comp = t["submission"]["median_ms"], t["eager"], t["compiled"]
             eager_ms, comp_ms = eager and eager["median_ms"], comp and comp["median_ms"]
