@@ -70,7 +70,8 @@ def render(data: dict) -> str:
     lines = [
         f"Device: {data['device']}, {data['date']}, torch {data['torch']}. Measured peaks: copy "
         f"{data['peaks']['dram_bytes_per_s'] / 1e12:.2f} TB/s (read + write), "
-        f"cuBLAS bf16 {flops['bfloat16'] / 1e12:.0f} TFLOP/s, fp32 (no TF32) {flops['float32'] / 1e12:.1f} TFLOP/s, int8 {flops['int8'] / 1e12:.0f} TOP/s.",
+        f"cuBLAS bf16 {flops['bfloat16'] / 1e12:.0f} TFLOP/s, "
+        f"fp32 (no TF32) {flops['float32'] / 1e12:.1f} TFLOP/s, int8 {flops['int8'] / 1e12:.0f} TOP/s.",
         "",
         "| task | lang | case | time (ms) | eager (ms) | torch.compile (ms) | x eager | x compile | floor (ms) "
         "| % roofline |",
