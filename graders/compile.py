@@ -20,6 +20,10 @@ from pathlib import Path
 from kerneldojo.tasks import C_SCALAR_TYPES, LANGUAGES, Task
 
 NVCC_FLAGS = ("-shared", "-Xcompiler", "-fPIC", "-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo")
+# Export `solution` alone, and no GNU-unique symbols: template statics and kernels are otherwise
+# bound process-wide, and a second library loaded into the same process would run the first's code.
+EXPORT_FLAGS = ("-Xcompiler", "-fno-gnu-unique", "-Xlinker", "--version-script=exports.map")
+EXPORTS_MAP = "{ global: solution; local: *; };\n"
 # Forced includes do not shift the submission's line numbers, unlike a prepended prelude.
 NVCC_INCLUDES = ("-include", "cuda_fp16.h", "-include", "cuda_bf16.h")
 COMPILE_TIMEOUT_S = 180
@@ -89,7 +93,7 @@ def _build_native(task: Task, source: str, language: str, arch: str) -> Build:
     uses_scalar_t = "scalar_t" in task.spec.cuda.signature
     dtypes = task.spec.dtypes if uses_scalar_t else task.spec.dtypes[:1]
     gencode = f"-gencode=arch=compute_{arch},code=sm_{arch}"
-    base_flags = [*NVCC_FLAGS, gencode, *NVCC_INCLUDES]
+    base_flags = [*NVCC_FLAGS, *EXPORT_FLAGS, gencode, *NVCC_INCLUDES]
     if language == "cute":
         base_flags += ["-I", str(cutlass_include_dir())]
     libraries, all_cached = {}, True
@@ -106,8 +110,8 @@ def _build_native(task: Task, source: str, language: str, arch: str) -> Build:
 
 def _run_nvcc(nvcc: str, source: str, flags: list[str], library: Path) -> None:
     library.parent.mkdir(parents=True, exist_ok=True)
-    src = library.with_name("submission.cu")
-    src.write_text(source)
+    library.with_name("submission.cu").write_text(source)
+    library.with_name("exports.map").write_text(EXPORTS_MAP)
     # Build beside the target and rename, so a concurrent or interrupted build never leaves half a file.
     with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
         out = Path(tmp) / "submission.so"

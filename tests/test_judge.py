@@ -134,3 +134,18 @@ def test_cuda_and_cute_sources_compile(cpu_judge, task_id, language, kind):
     source = task.starter(language) if kind == "starter" else shipped_solutions(task_id)[language].read_text()
     result = cpu_judge.evaluate(task, source, language)
     assert result.status == "compiled", result.messages
+
+
+@needs_nvcc
+@pytest.mark.skipif(shutil.which("nm") is None, reason="nm is not installed")
+def test_built_library_exports_only_the_entry_point():
+    import subprocess
+
+    from kerneldojo.graders.compile import compile_submission
+
+    source = get_task("matmul").starter("cute")
+    build = compile_submission(get_task("matmul"), source, "cute", "90a")
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(build.libraries["bfloat16"])],
+                             capture_output=True, text=True, check=True).stdout
+    exported = {line.split()[-1] for line in symbols.splitlines() if line.split()[1] in "TDBVWu"}
+    assert exported == {"solution"}, exported
