@@ -9,7 +9,8 @@ class ForbiddenOps(TorchDispatchMode):
     """Records calls to aten operators the task forbids (e.g. `aten.mm` in a GEMM task).
 
     Composite operators decompose before they reach the dispatcher, so `torch.matmul` shows up as
-    `aten.mm`; tasks list the operators that do the work, not the Python spellings.
+    `aten.mm`; tasks list the operators that do the work, not the Python spellings. An in-place
+    variant counts as its operator: forbidding `aten.mul` forbids `x.mul_(y)` too.
     """
 
     name = "forbidden_op"
@@ -21,6 +22,8 @@ class ForbiddenOps(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         op = f"aten.{func.overloadpacket.__name__}"
+        if op.endswith("_") and not op.endswith("__"):  # in-place twins (mul_, exp_) do the same work
+            op = op[:-1]
         if op in self.forbidden and op not in self.called:
             self.called.append(op)
         return func(*args, **(kwargs or {}))

@@ -82,6 +82,14 @@ def _compare_values(i: int, got: torch.Tensor, expected: torch.Tensor, tol: Tole
     )
 
 
+def check_no_aliasing(got: tuple, inputs: tuple[torch.Tensor, ...], case: str) -> None:
+    """An output that shares memory with an input is a view, not a result (and breaks in-place callers)."""
+    input_storages = {t.untyped_storage().data_ptr() for t in inputs if t.numel()}
+    for i, g in enumerate(got):
+        if isinstance(g, torch.Tensor) and g.numel() and g.untyped_storage().data_ptr() in input_storages:
+            raise WrongOutput(f"{case}: output {i} shares memory with an input; return a new tensor")
+
+
 def check_inputs_unchanged(before: tuple[torch.Tensor, ...], after: tuple[torch.Tensor, ...], case: str) -> None:
     for i, (b, a) in enumerate(zip(before, after)):
         if not torch.equal(b, a) and not (b.is_floating_point() and torch.equal(b.isnan(), a.isnan())

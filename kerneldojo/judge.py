@@ -23,7 +23,9 @@ from kerneldojo.graders.compile import (
     detect_language,
     nvcc_version,
 )  # fmt: skip
-from kerneldojo.graders.correctness import WrongOutput, check_inputs_unchanged, check_outputs, poisoned_like
+from kerneldojo.graders.correctness import (
+    WrongOutput, check_inputs_unchanged, check_no_aliasing, check_outputs, poisoned_like,
+)  # fmt: skip
 from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.graders.roofline import floor_ms, measured_peaks
 from kerneldojo.graders.timing import time_calls
@@ -115,6 +117,7 @@ class Judge:
                     got = solution.run(inputs, case.shape, poisoned_like(expected))
                 synchronize(self.device)
                 check_inputs_unchanged(pristine, inputs, str(case))
+                check_no_aliasing(got, inputs, str(case))
                 worst = max(worst, check_outputs(got, expected, task.tolerance(case.dtype), str(case)))
                 result.cases_checked += 1
         result.max_abs_error = worst

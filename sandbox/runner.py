@@ -119,7 +119,9 @@ class Solution:
         if start is None:
             return self._format(error)
         lineno = start + node.lineno
-        detail = (getattr(error, "error_message", None) or "").strip()
+        cause = error.__cause__
+        detail = (getattr(error, "error_message", None) or "").strip() or (
+            f"{type(cause).__name__} {cause}".strip() if cause else "")
         return f"submission.py, line {lineno}: Triton compile error: {detail}\n    {lines[lineno - 1].strip()}"
 
     def _format(self, error: BaseException) -> str:

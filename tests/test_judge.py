@@ -149,3 +149,18 @@ def test_built_library_exports_only_the_entry_point():
                              capture_output=True, text=True, check=True).stdout
     exported = {line.split()[-1] for line in symbols.splitlines() if line.split()[1] in "TDBVWu"}
     assert exported == {"solution"}, exported
+
+
+def test_in_place_variant_of_a_forbidden_op_is_flagged(cpu_judge):
+    src = "def solution(x, y):\n    out = x.clone()\n    out.add_(y)\n    return out\n"
+    result = cpu_judge.evaluate("vector_add", src, "python")
+    assert result.status == "flagged" and "aten.add" in result.messages[0]
+
+
+def test_returning_a_view_of_an_input_is_wrong(cpu_judge):
+    src = "import torch\n\ndef solution(x):\n    return torch.relu_(x)\n"  # relu in place, x returned
+    result = cpu_judge.evaluate("relu", src, "python")
+    assert result.status in ("wrong", "flagged")
+    src = "def solution(x):\n    return x.view(-1).view(x.shape)\n"
+    result = cpu_judge.evaluate("softmax", src, "python")
+    assert result.status == "wrong" and "shares memory with an input" in result.messages[0]
