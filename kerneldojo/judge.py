@@ -24,7 +24,11 @@ from kerneldojo.graders.compile import (
     nvcc_version,
 )  # fmt: skip
 from kerneldojo.graders.correctness import (
-    WrongOutput, check_inputs_unchanged, check_no_aliasing, check_outputs, poisoned_like,
+    WrongOutput,
+    check_inputs_unchanged,
+    check_no_aliasing,
+    check_outputs,
+    poisoned_like,
 )  # fmt: skip
 from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.graders.roofline import floor_ms, measured_peaks

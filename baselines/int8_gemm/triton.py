@@ -67,7 +67,8 @@ def int8_gemm_kernel(a_ptr, bt_ptr, sa_ptr, sb_ptr, out_ptr, m, n, k,
         # Zero-filled edges add nothing to the dot product, so any m, n, k works.
         a = tl.load(a_ptrs, mask=(rm[:, None] < m) & (rk[None, :] < k - k0), other=0)
         bt = tl.load(b_ptrs, mask=(rn[:, None] < n) & (rk[None, :] < k - k0), other=0)
-        acc = tl.dot(a, tl.trans(bt), acc, out_dtype=tl.int32)  # int8 tensor-core MMA (wgmma on Hopper), int32 accumulate
+        # int8 tensor-core MMA (wgmma on Hopper), int32 accumulate
+        acc = tl.dot(a, tl.trans(bt), acc, out_dtype=tl.int32)
         a_ptrs += BLOCK_K
         b_ptrs += BLOCK_K
 
