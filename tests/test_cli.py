@@ -30,7 +30,7 @@ def test_one_line_errors(tmp_path, capsys):
     path = tmp_path / "add.py"
     path.write_text(subs.VECTOR_ADD_TRITON)
     cases = [
-        (["eval", "vectoradd", str(path)], "unknown task 'vectoradd'; did you mean vector_add?"),
+        (["eval", "vectoradd", str(path)], "unknown task 'vectoradd'; did you mean vector_add"),
         (["eval", "vector_add", str(tmp_path / "missing.py")], "no such file"),
         (["eval", "vector_add", str(path), "--language", "rust"], "'rust' is not one of"),
         (["eval", "vector_add", str(path), "--language", "cute"], "accepts triton, cuda, not 'cute'"),
