@@ -55,6 +55,8 @@ class Solution:
                 # Triton compiles a kernel at its first launch: its errors are compile errors.
                 if type(e).__name__ == "CompilationError" or isinstance(e.__cause__, SyntaxError):
                     raise CompileError(self._format_triton_compile_error(e)) from None
+                if "PassManager::run failed" in str(e):  # Triton's MLIR pipeline crashed on this kernel
+                    raise CompileError(f"Triton's compiler failed on this kernel:\n{self._format(e)}") from None
                 raise SubmissionError(self._format(e)) from None
             return result if isinstance(result, tuple) else (result,)
         self._call_native(inputs, shape, outputs)

@@ -21,9 +21,9 @@ def prefix_sum_kernel(x_ptr, out_ptr, rows, cols, ROWS: tl.constexpr, CHUNK: tl.
         # A tree scan of the chunk in registers and warp shuffles, shifted by the total so far.
         scan = tl.cumsum(x, axis=1) + carry[:, None]
         tl.store(out_ptr + base + start + c[None, :], scan, mask=mask)
-        # The next carry comes from a reduction of x, not from the scan's last column, so it does
-        # not wait on the scan; the loads of the next chunk are independent of both.
-        carry += tl.sum(x, axis=1)
+        # The next carry is the scan's last column (padding adds 0, so it is the row's total so far).
+        # Not `carry += tl.sum(x)`: Triton 3.6's thread-locality pass asserts on that loop shape.
+        carry = tl.sum(tl.where(c[None, :] == CHUNK - 1, scan, 0.0), axis=1)
 
 
 def solution(x: torch.Tensor) -> torch.Tensor:
