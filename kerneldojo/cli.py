@@ -9,7 +9,7 @@ from pathlib import Path
 from kerneldojo.baselines import shipped_solutions
 from kerneldojo.env.feedback import render_feedback
 from kerneldojo.result import EvalResult
-from kerneldojo.tasks import LANGUAGES, TaskError, get_task, list_tasks
+from kerneldojo.tasks import LANGUAGES, TaskError, broken_tasks, get_task, list_tasks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,13 +75,17 @@ def cmd_lint(args) -> int:
 
     judge = None if args.quick else Judge(args.device)
     failed = 0
-    for task_id in args.tasks or list_tasks():
+    for task_id in [t for t in args.tasks or list_tasks() if t not in broken_tasks()]:
         task = get_task(task_id)
         problems = lint_task(task) + ([] if judge is None else lint_solutions(task, judge))
         print(f"{task_id}: {'ok' if not problems else ''}")
         for problem in problems:
             print(f"  - {problem}")
         failed += bool(problems)
+    for task_id, error in broken_tasks().items():
+        if not args.tasks or task_id in args.tasks:
+            print(f"{task_id}: \n  - does not load: {error}")
+            failed += 1
     return 1 if failed else 0
 
 

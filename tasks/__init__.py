@@ -14,6 +14,7 @@ import functools
 import hashlib
 import importlib.util
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -30,7 +31,7 @@ else:  # pragma: no cover
 
 __all__ = [
     "C_SCALAR_TYPES", "LANGUAGES", "CParam", "Case", "CudaSpec", "Task", "TaskError", "TaskSpec", "Tolerance",
-    "get_task", "list_tasks", "load_task", "parse_signature", "starter_filename",
+    "broken_tasks", "get_task", "list_tasks", "load_task", "parse_signature", "starter_filename",
 ]  # fmt: skip
 
 TASKS_DIR = Path(__file__).parent
@@ -110,7 +111,10 @@ def load_task(folder: Path) -> Task:
     try:
         spec = TaskSpec.model_validate(raw)
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or '(top level)'}: {err['msg']}" for err in e.errors())
+        problems = "; ".join(
+            ".".join(map(str, err["loc"])) + ": " * bool(err["loc"]) + err["msg"].removeprefix("Value error, ")
+            for err in e.errors()
+        )
         raise TaskError(f"{toml_path}: {problems}") from None
     if spec.id != folder.name:
         raise TaskError(f"{toml_path}: id: {spec.id!r} must equal the folder name {folder.name!r}")
@@ -131,7 +135,10 @@ def _load_reference(folder: Path) -> ModuleType:
         return sys.modules[name]
     module_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as e:
+        raise TaskError(f"{path}: importing it failed: {type(e).__name__}: {e}") from None
     absent = [f for f in REFERENCE_FUNCTIONS if not callable(getattr(module, f, None))]
     if absent:
         raise TaskError(f"{path}: must define {', '.join(absent)}")
@@ -140,17 +147,36 @@ def _load_reference(folder: Path) -> ModuleType:
 
 
 @functools.cache
+def _load_all() -> tuple[dict[str, Task], dict[str, TaskError]]:
+    # One malformed folder must not take the other tasks (and every command) down with it.
+    tasks, broken = {}, {}
+    for folder in sorted(p.parent for p in TASKS_DIR.glob("*/task.toml")):
+        try:
+            tasks[folder.name] = load_task(folder)
+        except TaskError as e:
+            broken[folder.name] = e
+    for error in broken.values():
+        warnings.warn(f"skipping a malformed task: {error}", stacklevel=2)
+    return tasks, broken
+
+
 def _registry() -> dict[str, Task]:
-    folders = sorted(p.parent for p in TASKS_DIR.glob("*/task.toml"))
-    return {folder.name: load_task(folder) for folder in folders}
+    return _load_all()[0]
+
+
+def broken_tasks() -> dict[str, TaskError]:
+    """Task folders that failed to load, with the error that names the file and field."""
+    return _load_all()[1]
 
 
 def list_tasks() -> list[str]:
-    """The ids of all tasks, by level then name."""
+    """The ids of all tasks that load, by level then name."""
     return sorted(_registry(), key=lambda t: (_registry()[t].spec.level, t))
 
 
 def get_task(task_id: str) -> Task:
+    if task_id in broken_tasks():
+        raise broken_tasks()[task_id]
     try:
         return _registry()[task_id]
     except KeyError:

@@ -98,3 +98,21 @@ def test_cuda_language_needs_a_signature(task_copy):
     (task_copy / "task.toml").write_text(text[: text.index("[cuda]")])
     with pytest.raises(TaskError, match=r"there is no \[cuda\] signature"):
         load_task(task_copy)
+
+
+def test_a_malformed_folder_does_not_take_the_others_down(tmp_path, monkeypatch):
+    import kerneldojo.tasks as tasks
+
+    for name in ("vector_add", "softmax"):
+        shutil.copytree(TASKS_DIR / name, tmp_path / name)
+    _edit(tmp_path / "softmax", "[tolerance.bfloat16]", "[tolerance.float16]")
+    monkeypatch.setattr(tasks, "TASKS_DIR", tmp_path)
+    tasks._load_all.cache_clear()
+    try:
+        with pytest.warns(UserWarning, match="skipping a malformed task"):
+            assert tasks.list_tasks() == ["vector_add"]
+        assert "softmax" in tasks.broken_tasks()
+        with pytest.raises(TaskError, match=r"softmax/task.toml: tolerance"):
+            tasks.get_task("softmax")
+    finally:
+        tasks._load_all.cache_clear()
