@@ -20,7 +20,7 @@ def interpreter(enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
-    _patch_bf16_dot()
+    _patch_bf16()
     before = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "1"
     swapped = _interpret_library_functions()
@@ -57,9 +57,10 @@ def _interpret_library_functions() -> list[tuple[object, str, object]]:
 _twins: dict[int, object] = {}
 
 
-def _patch_bf16_dot() -> None:
-    """Triton 3.x's interpreter runs tl.dot on bf16 tiles as numpy matmul over their raw 16-bit
-    patterns, which gives garbage. Widen bf16 operands to float32 first, as the tensor cores do."""
+def _patch_bf16() -> None:
+    """Two bf16 bugs of Triton 3.x's interpreter, which stores bf16 as raw 16-bit patterns:
+    tl.dot multiplies the patterns (garbage), and float32 -> bf16 casts truncate where the GPU
+    rounds to nearest even (one ulp off in half the elements). Fix both, as the hardware does."""
     global _patched
     if _patched:
         return
@@ -80,5 +81,27 @@ def _patch_bf16_dot() -> None:
     def create_dot_widened(self, a, b, d, *args):
         return create_dot(self, widen(a), widen(b), d, *args)
 
+    cast_impl, fp_to_fp = interp.InterpreterBuilder.cast_impl, interp.InterpreterBuilder.create_fp_to_fp
+
+    def to_bf16_nearest_even(src):
+        x = src.data.astype(np.float32)
+        bits = x.view(np.uint32)
+        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+        rounded[np.isnan(x)] = 0x7FC0
+        return interp.TensorHandle(rounded, tl.bfloat16)
+
+    def cast_rounding(self, src, dst_type):
+        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+            return to_bf16_nearest_even(src)
+        return cast_impl(self, src, dst_type)
+
+    def fp_to_fp_rounding(self, src, dst_type, rounding_mode):
+        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+            return to_bf16_nearest_even(src)
+        return fp_to_fp(self, src, dst_type, rounding_mode)
+
     interp.InterpreterBuilder.create_dot = create_dot_widened
+    interp.InterpreterBuilder.cast_impl = cast_rounding
+    interp.InterpreterBuilder.create_fp_trunc = cast_rounding
+    interp.InterpreterBuilder.create_fp_to_fp = fp_to_fp_rounding
     _patched = True
