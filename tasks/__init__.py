@@ -129,7 +129,7 @@ def _load_reference(folder: Path) -> ModuleType:
     path = folder / "reference.py"
     if not path.is_file():
         raise TaskError(f"{path}: missing; every task folder needs a reference.py")
-    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(str(path.resolve()).encode() + path.read_bytes()).hexdigest()[:12]
     name = f"kerneldojo.tasks._reference.{folder.name}_{digest}"
     if name in sys.modules:
         return sys.modules[name]

@@ -51,6 +51,14 @@ def _reference_problems(task: Task) -> list[str]:
         inputs_b = ref.make_inputs(shape, seed_b, device)
         if len(inputs_a) != len(task.spec.inputs):
             return [f"make_inputs returns {len(inputs_a)} tensors; task.toml names {len(task.spec.inputs)} inputs"]
+        again = ref.make_inputs(shape, seed_a, device)
+        if any(not torch.equal(x, y) for x, y in zip(inputs_a, again)):
+            problems.append(f"{case}: make_inputs gives different inputs for the same seed; draw from a generator "
+                            "seeded with `seed`")
+            continue
+        if all(torch.equal(x, y) for x, y in zip(inputs_a, inputs_b)):
+            problems.append(f"{case}: make_inputs ignores `seed`; two seeds gave the same inputs")
+            continue
         out_a = _as_tuple(ref.reference(*inputs_a))
         if len(out_a) != len(task.spec.outputs):
             return [f"reference returns {len(out_a)} outputs; task.toml names {len(task.spec.outputs)}"]
@@ -78,7 +86,8 @@ def _shape_problems(task: Task) -> list[str]:
     for case in task.cases("bench"):
         floor = floor_ms(task.reference.flops(case.shape), task.reference.bytes_moved(case.shape), case.dtype, peaks)
         if floor is not None and floor < MIN_BENCH_FLOOR_MS:
-            problems.append(f"shapes.bench: {case} takes {1e3 * floor:.1f} us at the H100 roofline; make it larger")
+            problems.append(f"shapes.bench: {case} takes {1e3 * floor:.1f} us at the H100 roofline, under the "
+                            f"{1e3 * MIN_BENCH_FLOOR_MS:.0f} us minimum; make it larger")
     return problems
 
 

@@ -47,7 +47,7 @@ def test_linter_wants_awkward_test_sizes_and_big_benchmarks(broken_copy):
     edit("task.toml", "bench = [{ n = 16777216 }, { n = 134217728 }]", "bench = [{ n = 4096 }]")
     problems = lint_task(load_task(folder))
     assert any("every n is a multiple of 16" in p for p in problems)
-    assert any("at the H100 roofline; make it larger" in p for p in problems)
+    assert any("under the 10 us minimum; make it larger" in p for p in problems)
 
 
 def test_linter_runs_the_starters(broken_copy, cpu_judge):
@@ -62,3 +62,11 @@ def test_docs_tasks_md_is_generated_from_the_task_folders():
 
     committed = (TASKS_DIR.parent / "docs" / "tasks.md").read_text()
     assert committed == render(), "docs/tasks.md is stale: python -m kerneldojo.tasks.docgen > docs/tasks.md"
+
+
+def test_linter_wants_inputs_that_follow_the_seed(broken_copy):
+    folder, edit = broken_copy
+    edit("reference.py", "g = torch.Generator(device=device).manual_seed(seed)", "g = None")
+    assert any("different inputs for the same seed" in p for p in lint_task(load_task(folder)))
+    edit("reference.py", "g = None", "g = torch.Generator(device=device).manual_seed(0)")
+    assert any("ignores `seed`" in p for p in lint_task(load_task(folder)))
