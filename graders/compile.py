@@ -94,12 +94,14 @@ def _build_native(task: Task, source: str, language: str, arch: str) -> Build:
     dtypes = task.spec.dtypes if uses_scalar_t else task.spec.dtypes[:1]
     gencode = f"-gencode=arch=compute_{arch},code=sm_{arch}"
     base_flags = [*NVCC_FLAGS, *EXPORT_FLAGS, gencode, *NVCC_INCLUDES]
+    toolchain = [nvcc_version(nvcc)]
     if language == "cute":
         base_flags += ["-I", str(cutlass_include_dir())]
+        toolchain.append(cutlass_version())
     libraries, all_cached = {}, True
     for dtype in dtypes:
         flags = [*base_flags, f"-Dscalar_t={C_SCALAR_TYPES[dtype]}", f"-DKD_DTYPE_{dtype.upper()}"]
-        key = _digest(language, source, *flags, nvcc_version(nvcc))
+        key = _digest(language, source, *flags, *toolchain)
         library = cache_dir() / key / "submission.so"
         if not library.exists():
             all_cached = False
@@ -158,6 +160,20 @@ def nvcc_version(nvcc: str | None = None) -> str | None:
     out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
     match = re.search(r"release ([\d.]+), V([\d.]+)", out)
     return match.group(2) if match else out.strip().splitlines()[-1]
+
+
+@functools.cache
+def cutlass_version() -> str:
+    """Identifies the CuTe headers for the build cache: their version.h, or the package version."""
+    header = cutlass_include_dir() / "cutlass" / "version.h"
+    if header.exists():
+        return hashlib.sha256(header.read_bytes()).hexdigest()[:16]
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return "nvidia-cutlass " + version("nvidia-cutlass")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 @functools.cache
