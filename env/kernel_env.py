@@ -62,6 +62,8 @@ class KernelEnv(gym.Env[dict, str]):
         return self._observation(), {"task": self.task.id, "language": self._starter_language()}
 
     def step(self, action: str):
+        if not isinstance(action, str):
+            raise TypeError(f"an action is kernel source as a str, got {type(action).__name__}")
         if self._turn >= self.max_turns:
             raise RuntimeError("the episode is over (max_turns reached); call reset() first")
         self._turn += 1
@@ -91,7 +93,7 @@ class KernelEnv(gym.Env[dict, str]):
 
     def _observation(self) -> dict:
         return {
-            "prompt": self.task.spec.prompt.strip(),
+            "prompt": self.task.instructions(self._starter_language()),
             "reference": self.task.reference_source,
             "starter": self.task.starter(self._starter_language()),
             "feedback": self._feedback,

@@ -53,7 +53,7 @@ def cmd_show(args) -> int:
     language = args.language or task.spec.languages[0]
     if not task.allows(language):
         raise ValueError(f"task {task.id!r} accepts {', '.join(task.spec.languages)}, not {language!r}")
-    print(f"# {task.id}: {task.spec.title} (level {task.spec.level})\n\n{task.spec.prompt.strip()}\n")
+    print(f"# {task.id}: {task.spec.title} (level {task.spec.level})\n\n{task.instructions(language)}\n")
     print(f"## reference.py\n\n{task.reference_source}\n## starter ({language})\n\n{task.starter(language)}")
     return 0
 

@@ -82,6 +82,33 @@ class Task:
     def allows(self, language: str) -> bool:
         return language in self.spec.languages or (language == "python" and "triton" in self.spec.languages)
 
+    def instructions(self, language: str) -> str:
+        """The prompt plus the submission contract for `language`: what to define and how it is called."""
+        inputs, outputs = ", ".join(self.spec.inputs), ", ".join(self.spec.outputs)
+        if language in ("triton", "python"):
+            contract = (
+                f"Submit a Python file (Triton allowed) that defines `solution({inputs})` and returns {outputs} "
+                f"as {'a tuple of tensors' if len(self.spec.outputs) > 1 else 'a tensor'}, allocated on the "
+                "inputs' device, shaped and typed as reference.py returns."
+            )
+            if self.spec.forbidden:
+                contract += f" Calling these operators flags the submission: {', '.join(self.spec.forbidden)}."
+            return f"{self.spec.prompt.strip()}\n\n{contract}"
+        signature = self.spec.cuda.signature.strip().rstrip(";")
+        notes = [
+            f'Submit a .cu file that defines `extern "C" {signature}`.',
+            f"Pointers are device pointers; the outputs ({outputs}) are allocated by the judge, filled with NaN, "
+            "and every element must be written. Launch on `stream`; do not synchronize.",
+        ]
+        if "scalar_t" in signature:
+            notes.append("`scalar_t` is the case's dtype (float or __nv_bfloat16); the file is built once per "
+                         "dtype, with KD_DTYPE_FLOAT32 or KD_DTYPE_BFLOAT16 defined.")
+        if "_stride" in signature:
+            notes.append("A parameter named <tensor>_stride<d> receives that tensor's stride d, in elements.")
+        if language == "cute":
+            notes.append("The CUTLASS/CuTe headers are on the include path.")
+        return f"{self.spec.prompt.strip()}\n\n{' '.join(notes)}"
+
     def starter(self, language: str) -> str:
         return (self.folder / starter_filename(language)).read_text()
 

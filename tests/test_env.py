@@ -71,3 +71,18 @@ def test_every_task_is_registered():
 def test_top_level_evaluate():
     result = kerneldojo.evaluate("vector_add", subs.VECTOR_ADD_TRITON, device="cpu")
     assert result.ok and result.language == "triton" and result.device == "cpu"
+
+
+def test_prompt_states_the_submission_contract(cpu_judge):
+    obs, _ = kerneldojo.make("softmax", language="cuda", judge=cpu_judge).reset()
+    assert 'extern "C" void solution(const scalar_t* x, scalar_t* out' in obs["prompt"]
+    assert "filled with NaN" in obs["prompt"] and "KD_DTYPE_BFLOAT16" in obs["prompt"]
+    obs, _ = kerneldojo.make("softmax", language="triton", judge=cpu_judge).reset()
+    assert "defines `solution(x)`" in obs["prompt"] and "aten._softmax" in obs["prompt"]
+
+
+def test_a_non_string_action_is_a_clear_error(cpu_judge):
+    env = kerneldojo.make("vector_add", judge=cpu_judge)
+    env.reset()
+    with pytest.raises(TypeError, match="kernel source as a str"):
+        env.step(b"bytes")
