@@ -28,6 +28,7 @@ class ForbiddenOps(TorchDispatchMode):
             self.called.append(op)
         return func(*args, **(kwargs or {}))
 
-    def message(self) -> str:
-        return (f"{self.name}: the submission called {', '.join(self.called)}, which this task forbids; "
-                f"do the work in your own kernel")
+    @classmethod
+    def message_for(cls, called: list[str]) -> str:
+        return (f"{cls.name}: the submission called {', '.join(called)}, which this task forbids; "
+                "do the work in your own kernel")

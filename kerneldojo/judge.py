@@ -110,25 +110,23 @@ class Judge:
     def _check(self, task: Task, solution: Solution, result: EvalResult) -> None:
         cases = task.cases("small" if self.device.mode == "cpu" else "test")
         seeds = [secrets.randbits(31) for _ in range(self.seeds)]
-        forbidden = ForbiddenOps(task.spec.forbidden)
         worst = 0.0
         for case in cases:
             for seed in seeds:
                 inputs = task.reference.make_inputs(case.shape, seed, self.device.torch_device)
                 pristine = tuple(t.clone() for t in inputs)
                 expected = _as_tuple(task.reference.reference(*pristine))
-                with forbidden:
-                    got = solution.run(inputs, case.shape, poisoned_like(expected))
+                got = solution.run(inputs, case.shape, poisoned_like(expected))
                 synchronize(self.device)
                 check_inputs_unchanged(pristine, inputs, str(case))
                 check_no_aliasing(got, inputs, str(case))
                 worst = max(worst, check_outputs(got, expected, task.tolerance(case.dtype), str(case)))
                 result.cases_checked += 1
         result.max_abs_error = worst
-        if forbidden.called:
+        if solution.forbidden_called:
             result.status = "flagged"
-            result.checks_fired.append(forbidden.name)
-            result.messages.append(forbidden.message())
+            result.checks_fired.append(ForbiddenOps.name)
+            result.messages.append(ForbiddenOps.message_for(solution.forbidden_called))
 
     def _time(self, task: Task, solution: Solution, result: EvalResult) -> None:
         peaks = measured_peaks(self.device.torch_device)
@@ -136,9 +134,8 @@ class Judge:
             shape = case.shape
             arg_sets = [task.reference.make_inputs(shape, secrets.randbits(31), self.device.torch_device)
                         for _ in range(TIMING_INPUT_SETS)]
-            calls = [functools.partial(solution.run, a, shape, poisoned_like(_as_tuple(task.reference.reference(*a))))
-                     for a in arg_sets]
-            stats = self._time_calls(calls)
+            output_sets = [poisoned_like(_as_tuple(task.reference.reference(*a))) for a in arg_sets]
+            stats = solution.time(arg_sets, shape, output_sets, self.device.l2_bytes, self.timing_budget_s)
             flops, moved = task.reference.flops(shape), task.reference.bytes_moved(shape)
             result.timings.append(CaseTiming(
                 case=str(case), submission=stats,
@@ -146,7 +143,7 @@ class Judge:
                 compiled=self._reference_time(task, case, "compiled", arg_sets),
                 floor_ms=floor_ms(flops, moved, case.dtype, peaks),
             ))  # fmt: skip
-            del arg_sets, calls
+            del arg_sets, output_sets
         result.timed = True
         result.speedup = _geomean([t.speedup for t in result.timings])
         result.speedup_vs_compile = _geomean([t.speedup_vs_compile for t in result.timings])

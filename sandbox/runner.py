@@ -1,12 +1,13 @@
 """Load a built submission and call it. This is the only code that executes submission code.
 
-For now it runs in the judge's process (the sandbox issue moves it into single-use workers), so a
-submission that crashes the process or corrupts the CUDA context takes the judge with it.
+It runs either inside a single-use worker process (`sandbox.process`, the default) or, with
+isolation="none", in the judge's own process.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.util
 import itertools
 import os
@@ -17,7 +18,10 @@ from pathlib import Path
 
 import torch
 
+from kerneldojo.graders.checks import ForbiddenOps
 from kerneldojo.graders.compile import Build, CompileError
+from kerneldojo.graders.timing import time_calls
+from kerneldojo.result import TimeStats
 from kerneldojo.tasks import Task
 from kerneldojo.tasks.spec import STRIDE_PARAM
 
@@ -41,12 +45,21 @@ class Solution:
     def __init__(self, task: Task, build: Build, device: Device):
         self.task, self.build, self.device = task, build, device
         self._module_name: str | None = None
+        self._forbidden = ForbiddenOps(task.spec.forbidden)
         if build.language in ("triton", "python"):
             self._fn = self._import_python()
         else:
             self._entries = {dtype: self._load_native(lib) for dtype, lib in build.libraries.items()}
 
-    def run(self, inputs: tuple[torch.Tensor, ...], shape: dict, outputs: tuple[torch.Tensor, ...]):
+    @property
+    def forbidden_called(self) -> list[str]:
+        """Forbidden operators seen in checked runs (not timed ones, where the watcher would cost time)."""
+        return self._forbidden.called
+
+    def run(self, inputs: tuple[torch.Tensor, ...], shape: dict, outputs: tuple[torch.Tensor, ...], watch=True):
+        if watch:
+            with self._forbidden:
+                return self.run(inputs, shape, outputs, watch=False)
         if self.build.language in ("triton", "python"):
             try:
                 with interpreter(self.device.mode == "cpu"):
@@ -61,6 +74,11 @@ class Solution:
             return result if isinstance(result, tuple) else (result,)
         self._call_native(inputs, shape, outputs)
         return outputs
+
+    def time(self, arg_sets: list[tuple], shape: dict, output_sets: list[tuple], l2_bytes: int, budget_s: float,
+             ) -> TimeStats:
+        calls = [functools.partial(self.run, a, shape, o, watch=False) for a, o in zip(arg_sets, output_sets)]
+        return time_calls(calls, self.device.torch_device, l2_bytes, budget_s=budget_s)
 
     def close(self) -> None:
         if self._module_name:
