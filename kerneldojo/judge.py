@@ -1,7 +1,8 @@
 """The path of one evaluation, top to bottom: compile, load, check, time, score.
 
 The judge draws the seeds, makes the inputs, runs the reference and compares; only
-`sandbox.runner.Solution` touches submission code.
+`sandbox.runner.Solution` touches submission code, inside a single-use worker process
+(`sandbox.process`) unless isolation="none".
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from kerneldojo.graders.compile import (
 from kerneldojo.graders.correctness import (
     WrongOutput,
     check_inputs_unchanged,
-    check_no_aliasing,
     check_outputs,
     poisoned_like,
 )  # fmt: skip
@@ -35,6 +35,7 @@ from kerneldojo.graders.roofline import floor_ms, measured_peaks
 from kerneldojo.graders.timing import time_calls
 from kerneldojo.result import CaseTiming, EvalResult, TimeStats, Versions
 from kerneldojo.sandbox.device import Device, resolve_device, synchronize
+from kerneldojo.sandbox.process import SubmissionTimeout, WorkerSolution
 from kerneldojo.sandbox.runner import Solution, SubmissionError
 from kerneldojo.tasks import Case, Task, get_task
 
@@ -53,13 +54,19 @@ class Judge:
         time_compiled_reference: bool = True,
         timing_budget_s: float = 2.0,
         timed: bool = True,
+        isolation: str = "process",
+        limits: dict[str, float] | None = None,
     ):
+        if isolation not in ("process", "none"):
+            raise ValueError(f"isolation must be 'process' (a worker per submission) or 'none', not {isolation!r}")
         self.device: Device = resolve_device(device)
         self.reward = reward or RewardConfig()
         self.seeds = seeds
         self.time_compiled_reference = time_compiled_reference
         self.timing_budget_s = timing_budget_s
         self.timed = timed and self.device.mode == "gpu"
+        self.isolation = isolation
+        self.limits = limits  # wall-clock seconds per worker request: load, run, time
         self._reference_times: dict[tuple[str, str, str], TimeStats | None] = {}
 
     def evaluate(self, task: Task | str, source: str, language: str | None = None) -> EvalResult:
@@ -75,6 +82,8 @@ class Judge:
             self._grade(task, source, language, result)
         except CompileError as e:
             result.status, result.messages = "compile_error", [*result.messages, str(e)]
+        except SubmissionTimeout as e:
+            result.status, result.messages = "timeout", [*result.messages, str(e)]
         except SubmissionError as e:
             result.status, result.messages = "runtime_error", [*result.messages, str(e)]
         except WrongOutput as e:
@@ -97,7 +106,10 @@ class Judge:
             result.status = "compiled"
             result.messages.append(f"compiled for sm_{self.device.arch}; not run: CPU mode has no GPU")
             return
-        solution = Solution(task, build, self.device)
+        if self.isolation == "process":
+            solution = WorkerSolution(task, build, self.device, self.limits)
+        else:
+            solution = Solution(task, build, self.device)
         try:
             self._check(task, solution, result)
             if result.status == "ok" and self.timed:
@@ -119,7 +131,6 @@ class Judge:
                 got = solution.run(inputs, case.shape, poisoned_like(expected))
                 synchronize(self.device)
                 check_inputs_unchanged(pristine, inputs, str(case))
-                check_no_aliasing(got, inputs, str(case))
                 worst = max(worst, check_outputs(got, expected, task.tolerance(case.dtype), str(case)))
                 result.cases_checked += 1
         result.max_abs_error = worst

@@ -20,6 +20,7 @@ import torch
 
 from kerneldojo.graders.checks import ForbiddenOps
 from kerneldojo.graders.compile import Build, CompileError
+from kerneldojo.graders.correctness import check_no_aliasing
 from kerneldojo.graders.timing import time_calls
 from kerneldojo.result import TimeStats
 from kerneldojo.tasks import Task
@@ -71,7 +72,10 @@ class Solution:
                 if "PassManager::run failed" in str(e):  # Triton's MLIR pipeline crashed on this kernel
                     raise CompileError(f"Triton's compiler failed on this kernel:\n{self._format(e)}") from None
                 raise SubmissionError(self._format(e)) from None
-            return result if isinstance(result, tuple) else (result,)
+            result = result if isinstance(result, tuple) else (result,)
+            # Here, not in the judge: across a process boundary the judge sees copies, never views.
+            check_no_aliasing(result, inputs, _case_label(shape))
+            return result
         self._call_native(inputs, shape, outputs)
         return outputs
 
@@ -151,3 +155,7 @@ class Solution:
         lines = [f"  submission.py, line {f.lineno}, in {f.name}\n    {f.line}" for f in frames[-5:]]
         message = str(error).replace(path, "submission.py").strip()
         return "\n".join([*lines, f"{type(error).__name__}: {message}"])
+
+
+def _case_label(shape: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in shape.items() if k != "dtype") + f" {shape['dtype']}"

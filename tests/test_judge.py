@@ -66,7 +66,7 @@ def test_wrong_return_type(cpu_judge):
 
 
 def test_mutating_an_input_is_wrong(cpu_judge):
-    src = subs.VECTOR_ADD_TRITON.replace("out = torch.empty_like(x)", "out = x")
+    src = subs.VECTOR_ADD_TRITON.replace("    return out", "    x.zero_()\n    return out")
     result = cpu_judge.evaluate("vector_add", src, "triton")
     assert result.status == "wrong" and "input 0 was modified" in result.messages[0]
 
