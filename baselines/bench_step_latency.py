@@ -46,6 +46,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--json")
+    parser.add_argument("--language", action="append", help="only these languages (repeatable)")
     parser.add_argument("--one", nargs=2, metavar=("TASK", "LANGUAGE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -56,6 +57,8 @@ def main() -> None:
     rows = []
     for task_id in TASKS:
         for language in shipped_solutions(task_id):
+            if args.language and language not in args.language:
+                continue
             with tempfile.TemporaryDirectory() as cache:
                 out = subprocess.run(
                     [sys.executable, "-m", "kerneldojo.baselines.bench_step_latency", "--one", task_id, language,

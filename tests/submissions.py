@@ -67,3 +67,11 @@ VECTOR_ADD_CUDA_ERROR = VECTOR_ADD_CUDA.replace("out[i] = x[i] + y[i];", "out[i]
 VECTOR_ADD_TRITON_COMPILE_ERROR = VECTOR_ADD_TRITON.replace(
     "    mask = offs < n\n", "    mask = offs < n\n    bad = tl.no_such_function(offs)\n"
 )
+
+# Device faults: a write far out of bounds (illegal address) and a kernel that never ends.
+VECTOR_ADD_CUDA_ILLEGAL_ADDRESS = VECTOR_ADD_CUDA.replace(
+    "if (i < n) out[i] = x[i] + y[i];", "if (i < n) out[i + (1ll << 40)] = x[i] + y[i];"
+)
+VECTOR_ADD_CUDA_HANG = VECTOR_ADD_CUDA.replace(
+    "if (i < n) out[i] = x[i] + y[i];", "volatile int spin = 1;\n    while (spin) {}"
+)

@@ -59,3 +59,14 @@ def test_env_step_on_the_gpu(gpu_judge):
     env.reset()
     obs, reward, _, _, info = env.step(subs.VECTOR_ADD_CUDA)
     assert info["result"].timed and "Timed on NVIDIA" in obs["feedback"] and reward == info["result"].reward
+
+
+@pytest.mark.parametrize(("source", "status"), [(subs.VECTOR_ADD_CUDA_ILLEGAL_ADDRESS, "runtime_error"),
+                                                (subs.VECTOR_ADD_CUDA_HANG, "timeout")])
+def test_device_faults_are_contained(source, status):
+    from kerneldojo.judge import Judge
+
+    judge = Judge("cuda", limits={"run": 15}, timed=False)
+    result = judge.evaluate("vector_add", source, "cuda")
+    assert result.status == status, result.messages
+    assert judge.evaluate("vector_add", subs.VECTOR_ADD_CUDA, "cuda").status == "ok"  # a fresh worker, a fresh context
