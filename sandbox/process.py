@@ -25,12 +25,14 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import torch
 import torch.multiprocessing as mp
 
+from kerneldojo.graders.checks import ForbiddenOps
 from kerneldojo.graders.compile import Build, CompileError
 from kerneldojo.graders.correctness import WrongOutput
 from kerneldojo.result import TimeStats
@@ -132,17 +134,12 @@ class _Worker:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def _kill(self) -> None:
-        if self.process.is_alive():
-            with contextlib.suppress(Exception):
-                self.requests.put(("exit", ()))
-            self.process.join(timeout=2)
-        if self.process.pid and self.process.exitcode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)  # the worker leads its own group: children die too
-            self.process.join(timeout=5)
-        else:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, signal.SIGKILL)  # anything the submission left behind
+        # Single use: no graceful exit to wait for. The worker leads its own process group, so this
+        # also ends whatever the submission started.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        # Reap it off the critical path; the exit code is read only after a death or a timeout.
+        threading.Thread(target=self.process.join, args=(10,), daemon=True).start()
 
 
 # One spare worker per device, started ahead so that its start-up is off the step's critical path.
@@ -172,9 +169,16 @@ def _describe_exit(code: int | None) -> str:
 
 def _worker_main(requests, replies, device_spec: str, scratch: str) -> None:
     _harden(Path(scratch))
+    # Warm up while no submission is waiting: imports, the task library, the CUDA context.
     from kerneldojo.sandbox.device import resolve_device
     from kerneldojo.sandbox.runner import Solution
-    from kerneldojo.tasks import get_task
+    from kerneldojo.tasks import get_task, list_tasks
+
+    list_tasks()
+    with ForbiddenOps([]):  # its first use imports torch._dynamo, over a second
+        torch.empty(1, device=device_spec)
+    with contextlib.suppress(Exception):  # Triton's runtime (launcher, interpreter) on a throwaway kernel
+        _launch_trivial_triton_kernel(device_spec)
 
     solution, last = None, None
     while True:
@@ -206,6 +210,20 @@ def _worker_main(requests, replies, device_spec: str, scratch: str) -> None:
         except Exception as e:  # a CUDA fault at the synchronize, an unpicklable output, ...
             replies.put(("runtime_error", f"{type(e).__name__}: {e}"))
         sys.stdout.flush()
+
+
+def _launch_trivial_triton_kernel(device_spec: str) -> None:
+    from kerneldojo.sandbox.triton_interpreter import interpreter
+
+    with interpreter(device_spec == "cpu"):
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def fill(out_ptr, BLOCK: tl.constexpr):
+            tl.store(out_ptr + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float32))
+
+        fill[(1,)](torch.empty(16, device=device_spec), BLOCK=16)
 
 
 def _harden(scratch: Path) -> None:
