@@ -58,7 +58,6 @@ class WorkerSolution:
     def __init__(self, task: Task, build: Build, device: Device, limits: dict[str, float] | None = None):
         self.limits = {**LIMITS_S, **(limits or {})}
         self._worker = _take_worker(device)
-        self._last_forbidden: list[str] = []
         self._call("load", task.id, build)
 
     @property
@@ -72,10 +71,6 @@ class WorkerSolution:
 
     def time(self, arg_sets: list, shape: dict, output_sets: list, l2_bytes: int, budget_s: float) -> TimeStats:
         return self._call("time", arg_sets, shape, output_sets, l2_bytes, budget_s)
-
-    def output(self) -> str:
-        """The tail of what the submission printed."""
-        return self._worker.output_tail()
 
     def close(self) -> None:
         self._worker.stop()
