@@ -44,6 +44,8 @@ from .runner import SubmissionError
 # Wall-clock limits per request, in seconds: loading includes Triton's first imports.
 LIMITS_S = {"load": 120.0, "run": 60.0, "time": 300.0, "forbidden": 10.0}
 OUTPUT_CAP_BYTES = 16 << 20
+OPEN_FILES_CAP = 4096
+CPU_SECONDS_CAP = 1800  # a backstop behind the wall-clock limits: CPU time summed over threads
 OUTPUT_TAIL_CHARS = 2000
 CLONE_NEWNET = 0x40000000
 
@@ -225,7 +227,10 @@ def _harden(scratch: Path) -> None:
     """Before any submission code runs: own process group, limits, no network, output to a file."""
     os.setsid()
     os.chdir(scratch)
-    for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, OUTPUT_CAP_BYTES)):
+    for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, OUTPUT_CAP_BYTES),
+                         (resource.RLIMIT_NOFILE, OPEN_FILES_CAP), (resource.RLIMIT_CPU, CPU_SECONDS_CAP)):
+        hard = resource.getrlimit(limit)[1]
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(limit, (value, value))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the cap fails instead of killing
     out = os.open(scratch / "output.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -27,6 +27,8 @@ FAULTS = {
     "segfault": ("import ctypes\n\ndef solution(x, y):\n    return ctypes.string_at(0)\n",
                  "runtime_error", "killed by SIGSEGV"),
     "exception": ("def solution(x, y):\n    raise ValueError('boom')\n", "runtime_error", "ValueError: boom"),
+    "open files": ("def solution(x, y):\n    files = [open('/dev/null') for _ in range(100000)]\n",
+                   "runtime_error", "Too many open files"),
     "output flood": ("def solution(x, y):\n    while True:\n        print('x' * 100000)\n",
                      "runtime_error", "File too large"),
 }
