@@ -42,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_tasks(args) -> int:
-    rows = [(t, str(get_task(t).spec.level), get_task(t).spec.title, ", ".join(get_task(t).spec.languages),
-             ", ".join(get_task(t).spec.dtypes)) for t in list_tasks()]
+    specs = [get_task(t).spec for t in list_tasks()]
+    rows = [(s.id, str(s.level), s.title, ", ".join(s.languages), ", ".join(s.dtypes)) for s in specs]
     print(table(("task", "level", "title", "languages", "dtypes"), rows))
     return 0
 

@@ -127,7 +127,7 @@ class Judge:
             for seed in seeds:
                 inputs = task.reference.make_inputs(case.shape, seed, self.device.torch_device)
                 pristine = tuple(t.clone() for t in inputs)
-                expected = _as_tuple(task.reference.reference(*pristine))
+                expected = task.expected(*pristine)
                 got = solution.run(inputs, case.shape, poisoned_like(expected))
                 synchronize(self.device)
                 check_inputs_unchanged(pristine, inputs, str(case))
@@ -145,7 +145,7 @@ class Judge:
             shape = case.shape
             arg_sets = [task.reference.make_inputs(shape, secrets.randbits(31), self.device.torch_device)
                         for _ in range(TIMING_INPUT_SETS)]
-            output_sets = [poisoned_like(_as_tuple(task.reference.reference(*a))) for a in arg_sets]
+            output_sets = [poisoned_like(task.expected(*a)) for a in arg_sets]
             stats = solution.time(arg_sets, shape, output_sets, self.device.l2_bytes, self.timing_budget_s)
             flops, moved = task.reference.flops(shape), task.reference.bytes_moved(shape)
             result.timings.append(CaseTiming(
@@ -179,10 +179,6 @@ class Judge:
 @functools.cache
 def _compiled_reference(task_id: str):
     return torch.compile(get_task(task_id).reference.reference)
-
-
-def _as_tuple(value) -> tuple:
-    return value if isinstance(value, tuple) else (value,)
 
 
 def _geomean(values: list[float | None]) -> float | None:

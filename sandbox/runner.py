@@ -23,7 +23,7 @@ from kerneldojo.graders.compile import Build, CompileError
 from kerneldojo.graders.correctness import check_no_aliasing
 from kerneldojo.graders.timing import time_calls
 from kerneldojo.result import TimeStats
-from kerneldojo.tasks import Task
+from kerneldojo.tasks import Task, case_label
 from kerneldojo.tasks.spec import STRIDE_PARAM
 
 from .device import Device
@@ -74,7 +74,7 @@ class Solution:
                 raise SubmissionError(self._format(e)) from None
             result = result if isinstance(result, tuple) else (result,)
             # Here, not in the judge: across a process boundary the judge sees copies, never views.
-            check_no_aliasing(result, inputs, _case_label(shape))
+            check_no_aliasing(result, inputs, case_label(shape))
             return result
         self._call_native(inputs, shape, outputs)
         return outputs
@@ -155,7 +155,3 @@ class Solution:
         lines = [f"  submission.py, line {f.lineno}, in {f.name}\n    {f.line}" for f in frames[-5:]]
         message = str(error).replace(path, "submission.py").strip()
         return "\n".join([*lines, f"{type(error).__name__}: {message}"])
-
-
-def _case_label(shape: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in shape.items() if k != "dtype") + f" {shape['dtype']}"

@@ -31,7 +31,7 @@ else:  # pragma: no cover
 
 __all__ = [
     "C_SCALAR_TYPES", "LANGUAGES", "CParam", "Case", "CudaSpec", "Task", "TaskError", "TaskSpec", "Tolerance",
-    "broken_tasks", "get_task", "list_tasks", "load_task", "parse_signature", "starter_filename",
+    "broken_tasks", "case_label", "get_task", "list_tasks", "load_task", "parse_signature", "starter_filename",
 ]  # fmt: skip
 
 TASKS_DIR = Path(__file__).parent
@@ -55,7 +55,12 @@ class Case:
         return {**dict(self.sizes), "dtype": self.dtype}
 
     def __str__(self) -> str:
-        return " ".join(f"{k}={v}" for k, v in self.sizes) + f" {self.dtype}"
+        return case_label(self.shape)
+
+
+def case_label(shape: dict) -> str:
+    """"rows=3 cols=17 float32": how messages name a case."""
+    return " ".join(f"{k}={v}" for k, v in shape.items() if k != "dtype") + f" {shape['dtype']}"
 
 
 def starter_filename(language: str) -> str:
@@ -78,6 +83,11 @@ class Task:
     @property
     def reference_source(self) -> str:
         return (self.folder / "reference.py").read_text()
+
+    def expected(self, *inputs) -> tuple:
+        """The reference's outputs for these inputs, always as a tuple."""
+        out = self.reference.reference(*inputs)
+        return out if isinstance(out, tuple) else (out,)
 
     def allows(self, language: str) -> bool:
         return language in self.spec.languages or (language == "python" and "triton" in self.spec.languages)
