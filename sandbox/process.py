@@ -164,7 +164,11 @@ def _describe_exit(code: int | None) -> str:
 # Inside the worker.
 
 
-def _worker_main(requests, replies, device_spec: str, scratch: str) -> None:
+def _worker_main(requests, replies, device_spec: str, scratch: str, outputs_by_value: bool = False) -> None:
+    """The request loop. `requests.get()` / `replies.put()`: queues here, a socket in `sandbox.docker`.
+
+    With `outputs_by_value` (no shared memory with the judge), native entry points' outputs are sent back too.
+    """
     _harden(Path(scratch))
     # Warm up while no submission is waiting: imports, the task library, the CUDA context.
     from kerneldojo.sandbox.device import resolve_device
@@ -192,7 +196,7 @@ def _worker_main(requests, replies, device_spec: str, scratch: str) -> None:
                 if device_spec != "cpu":
                     torch.cuda.synchronize()
                 # Native entry points wrote into the judge's own output tensors; nothing to send back.
-                reply = None if solution.build.libraries else last
+                reply = None if solution.build.libraries and not outputs_by_value else last
             elif op == "time":
                 reply = solution.time(*args)
             elif op == "forbidden":
