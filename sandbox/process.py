@@ -141,14 +141,16 @@ class _Worker:
 
 # One spare worker per device, started ahead so that its start-up is off the step's critical path.
 _spares: dict[str, _Worker] = {}
+_spares_lock = threading.Lock()  # the GPU pool takes workers from several threads
 
 
 def _take_worker(device: Device) -> _Worker:
     key = str(device.torch_device)
-    worker = _spares.pop(key, None)
-    if worker is None or not worker.process.is_alive():
-        worker = _Worker(device)
-    _spares[key] = _Worker(device)
+    with _spares_lock:
+        worker = _spares.pop(key, None)
+        if worker is None or not worker.process.is_alive():
+            worker = _Worker(device)
+        _spares[key] = _Worker(device)
     return worker
 
 
@@ -170,6 +172,8 @@ def _worker_main(requests, replies, device_spec: str, scratch: str, outputs_by_v
     With `outputs_by_value` (no shared memory with the judge), native entry points' outputs are sent back too.
     """
     _harden(Path(scratch))
+    if device_spec != "cpu":  # Triton launches, events and bare synchronize() use the current device
+        torch.cuda.set_device(device_spec)
     # Warm up while no submission is waiting: imports, the task library, the CUDA context.
     from kerneldojo.sandbox.device import resolve_device
     from kerneldojo.sandbox.runner import Solution
