@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Language = Literal["triton", "python", "cuda", "cute"]
-DType = Literal["float32", "float16", "bfloat16", "int8", "int32"]
+DType = Literal["float32", "float16", "bfloat16", "int8", "int32", "float8_e4m3fn"]
 LANGUAGES: tuple[str, ...] = ("triton", "python", "cuda", "cute")
 # The element type that a CUDA signature's `scalar_t` stands for, per dtype.
 C_SCALAR_TYPES = {
@@ -19,6 +19,7 @@ C_SCALAR_TYPES = {
     "bfloat16": "__nv_bfloat16",
     "int8": "int8_t",
     "int32": "int32_t",
+    "float8_e4m3fn": "__nv_fp8_e4m3",  # from <cuda_fp8.h>, which a submission includes itself
 }
 
 
