@@ -1,0 +1,103 @@
+"""FlashAttention-2-style forward in Triton: a tile of query rows per program, K/V streamed through
+shared memory, online softmax in base 2, both products on tensor cores (wgmma on sm_90)."""
+
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+LOG2E = 1.4426950408889634
+
+
+def _configs():
+    if INTERPRET:
+        # The interpreter runs each tile as numpy calls: small tiles, one config, no sweep.
+        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
+    # H100 (sm_90): 128-row query tiles on two warpgroups; head_dim 64 affords wider key tiles.
+    return [
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=3),
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=4),
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 128}, num_warps=8, num_stages=3),
+        triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=3),  # short sequences: more programs
+    ]
+
+
+def _keep(configs, named_args, **kwargs):
+    # 128 x 128 tiles at head_dim 128 spill registers (S and the accumulator are both 64 floats a thread).
+    head_dim = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM"))
+    kept = [c for c in configs if not (head_dim == 128 and c.kwargs["BLOCK_N"] == 128)]
+    return kept or configs
+
+
+@triton.jit
+def _tile(acc, l_i, m_i, q, k_base, v_base, offs_d, lo, hi, seq, qk_scale,
+          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr):
+    # Keys lo..hi-1 in BLOCK_N tiles. Only the last tile (MASKED) may run past seq; the others need
+    # no masks at all, so their loads are plain vector loads.
+    offs_n = tl.arange(0, BLOCK_N)
+    for start in range(lo, hi, BLOCK_N):
+        n = start + offs_n
+        if MASKED:
+            in_range = n < seq
+            k = tl.load(k_base + n[None, :] * HEAD_DIM + offs_d[:, None], mask=in_range[None, :], other=0.0)
+        else:
+            k = tl.load(k_base + n[None, :] * HEAD_DIM + offs_d[:, None])
+        # (BLOCK_M, BLOCK_N) scores in fp32, in base-2 units; k was loaded transposed, (HEAD_DIM, BLOCK_N).
+        s = tl.dot(q, k) * qk_scale
+        if MASKED:
+            s = tl.where(in_range[None, :], s, -float("inf"))
+        # Every row has seen a finite score by the first tile it processes (key `lo` is in range),
+        # so m_new is finite and exp2(m_i - m_new) never meets -inf - -inf.
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        if MASKED:
+            v = tl.load(v_base + n[:, None] * HEAD_DIM + offs_d[None, :], mask=in_range[:, None], other=0.0)
+        else:
+            v = tl.load(v_base + n[:, None] * HEAD_DIM + offs_d[None, :])
+        acc = acc * alpha[:, None]
+        acc = tl.dot(p.to(v.dtype), v, acc)  # P in bf16, as the tensor cores take it; fp32 accumulate
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.autotune(configs=_configs(), key=["seq", "HEAD_DIM"], prune_configs_by={"early_config_prune": _keep})
+@triton.jit
+def attention_fwd(q_ptr, k_ptr, v_ptr, out_ptr, seq, qk_scale,
+                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # program_id(0) walks the query tiles of one head before moving to the next head, so the programs
+    # running at once share K/V, which then comes from L2.
+    start_m = tl.program_id(0) * BLOCK_M
+    head = tl.program_id(1).to(tl.int64) * seq * HEAD_DIM
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=(offs_m < seq)[:, None], other=0.0)
+    m_i = tl.full([BLOCK_M], -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    full = seq // BLOCK_N * BLOCK_N
+    acc, l_i, m_i = _tile(acc, l_i, m_i, q, k_ptr + head, v_ptr + head, offs_d, 0, full, seq, qk_scale,
+                          BLOCK_N, HEAD_DIM, False)
+    if full < seq:  # the partial last key tile
+        acc, l_i, m_i = _tile(acc, l_i, m_i, q, k_ptr + head, v_ptr + head, offs_d, full, seq, seq,
+                              qk_scale, BLOCK_N, HEAD_DIM, True)
+    out = acc / l_i[:, None]
+    tl.store(out_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], out.to(out_ptr.dtype.element_ty),
+             mask=(offs_m < seq)[:, None])
+
+
+def solution(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    batch, heads, seq, head_dim = q.shape
+    out = torch.empty_like(q)
+    if seq == 0:
+        return out
+
+    def grid(meta):
+        return (triton.cdiv(seq, meta["BLOCK_M"]), batch * heads)
+
+    attention_fwd[grid](q, k, v, out, seq, LOG2E / math.sqrt(head_dim), HEAD_DIM=head_dim)
+    return out
