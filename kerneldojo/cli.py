@@ -1,4 +1,4 @@
-"""The `kerneldojo` command: tasks, show, eval, demo."""
+"""The `kerneldojo` command: tasks, show, eval, lint, demo, batch, leaderboard."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from kerneldojo import batch
 from kerneldojo.baselines import shipped_solutions
 from kerneldojo.env.feedback import render_feedback
 from kerneldojo.result import EvalResult
@@ -30,11 +31,13 @@ def main(argv: list[str] | None = None) -> int:
     lint.add_argument("--device", default="cpu")
     lint.add_argument("--quick", action="store_true", help="skip running the starters and baselines")
     demo = commands.add_parser("demo", help="evaluate the shipped baselines and print the table")
-    demo.add_argument("--device", default="auto")
+    demo.add_argument("--device", default="auto", help="auto (every GPU, else CPU slots), cpu, cpu:N, cuda:N, 0,2")
     demo.add_argument("--task", action="append", help="only these tasks (repeatable)")
+    batch_commands = batch.add_commands(commands)  # batch, leaderboard
     args = parser.parse_args(argv)
     try:
         command = {"tasks": cmd_tasks, "show": cmd_show, "eval": cmd_eval, "lint": cmd_lint, "demo": cmd_demo}
+        command.update(batch_commands)
         return command[args.command](args)
     except (TaskError, ValueError, FileNotFoundError) as e:
         print(f"kerneldojo: error: {e}", file=sys.stderr)
@@ -90,17 +93,21 @@ def cmd_lint(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from kerneldojo.judge import Judge
+    from kerneldojo.sandbox.pool import GPUPool
 
-    judge = Judge(args.device)
     for name in args.task or []:
         get_task(name)
-    results: list[EvalResult] = []
-    for task_id in args.task or list_tasks():
-        for language, path in shipped_solutions(task_id).items():
-            result = judge.evaluate(task_id, path.read_text(), language)
-            print(f"  {task_id:<12} {language:<7} {result.summary()}", file=sys.stderr, flush=True)
-            results.append(result)
+    solutions = [(t, lang, path) for t in args.task or list_tasks() for lang, path in shipped_solutions(t).items()]
+    done: dict[int, EvalResult] = {}
+    with GPUPool(args.device) as pool:  # every GPU, or CPU slots: the batch path
+        jobs = ((i, (task_id, path.read_text(), lang)) for i, (task_id, lang, path) in enumerate(solutions))
+        for outcome in pool.imap_unordered(jobs):
+            if outcome.error is not None:
+                raise outcome.error
+            task_id, language, _ = solutions[outcome.tag]
+            print(f"  {task_id:<12} {language:<7} {outcome.result.summary()}", file=sys.stderr, flush=True)
+            done[outcome.tag] = outcome.result
+    results = [done[i] for i in sorted(done)]
     print(leaderboard(results))
     return 0 if all(r.status in ("ok", "compiled") for r in results) else 1
 
