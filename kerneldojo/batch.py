@@ -337,8 +337,9 @@ def add_commands(commands) -> dict[str, Callable]:
 
 
 def cmd_batch(args) -> int:
-    from kerneldojo.sandbox.pool import GPUPool
+    from kerneldojo.sandbox.pool import GPUPool, parse_devices
 
+    parse_devices(args.devices)  # a bad device list fails before anything is read
     subs = load_submissions(args.submissions)
     with GPUPool(args.devices, compile_workers=args.compile_workers) as pool:
         print(f"kerneldojo: {len(subs)} submissions on {pool.describe()} -> {args.out}", file=sys.stderr)

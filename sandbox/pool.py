@@ -377,6 +377,7 @@ class GPUPool:
 
 
 _reference_file_lock = threading.Lock()
+_reference_timing_lock = threading.Lock()
 
 
 @functools.cache
@@ -384,7 +385,14 @@ def _slot_judge_class():
     from kerneldojo.judge import Judge
 
     class SlotJudge(Judge):
-        """A Judge whose writes of the shared reference-time file never interleave with another slot's."""
+        """A Judge for one slot among several in this process. Reference timings (run in this process,
+        unlike a submission's) are taken one at a time, so another slot's reference loop does not
+        hold the interpreter between a start event and its launch; writes of the shared
+        reference-time file never interleave."""
+
+        def _time_calls(self, calls):
+            with _reference_timing_lock:
+                return super()._time_calls(calls)
 
         def _save_reference_times(self) -> None:
             with _reference_file_lock:

@@ -49,3 +49,38 @@ def test_demo_prints_the_table(capsys):
     assert ["vector_add", "triton", "ok"] in [r[:3] for r in rows]
     assert ["gelu", "triton", "ok"] in [r[:3] for r in rows]
     assert "nothing was timed" in out
+
+
+def test_batch_then_leaderboard(tmp_path, capsys):
+    folder = tmp_path / "subs" / "vector_add"
+    folder.mkdir(parents=True)
+    (folder / "good.py").write_text(subs.VECTOR_ADD_TRITON)
+    (folder / "wrong.py").write_text(subs.VECTOR_ADD_OFF_BY_ONE)
+    out = tmp_path / "results.jsonl"
+    argv = ["batch", str(tmp_path / "subs"), "--devices", "cpu:2", "--out", str(out)]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted((r["label"], r["status"]) for r in records) == [("subs/vector_add/good.py", "ok"),
+                                                                  ("subs/vector_add/wrong.py", "wrong")]  # fmt: skip
+    assert "subs/vector_add/good.py" in captured.out and "1/2" in captured.out
+    assert main(argv) == 0  # a rerun has nothing left to do
+    assert "0 evaluated, 2 already in" in capsys.readouterr().err and len(out.read_text().splitlines()) == 2
+    assert main(["leaderboard", str(out)]) == 0
+    board = capsys.readouterr().out
+    assert board.splitlines()[2].split()[:3] == ["vector_add", "cpu", "subs/vector_add/good.py"]
+
+
+def test_batch_one_line_errors(tmp_path, capsys):
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text('{"task": "vectoradd", "source": "x"}\n')
+    cases = [
+        (["batch", str(tmp_path / "missing")], "no such folder or manifest"),
+        (["batch", str(manifest)], "m.jsonl:1: unknown task 'vectoradd'"),
+        (["batch", str(tmp_path), "--devices", "tpu"], "'tpu' is not"),
+        (["leaderboard", str(tmp_path / "none.jsonl")], "no such results file"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and "Traceback" not in err
