@@ -35,6 +35,7 @@ from kerneldojo.graders.roofline import floor_ms, measured_peaks
 from kerneldojo.graders.timing import time_calls
 from kerneldojo.result import CaseTiming, EvalResult, TimeStats, Versions
 from kerneldojo.sandbox.device import Device, resolve_device, synchronize
+from kerneldojo.sandbox.docker import DockerConfig, DockerSolution
 from kerneldojo.sandbox.process import SubmissionTimeout, WorkerSolution
 from kerneldojo.sandbox.runner import Solution, SubmissionError
 from kerneldojo.tasks import Case, Task, get_task
@@ -56,9 +57,11 @@ class Judge:
         timed: bool = True,
         isolation: str = "process",
         limits: dict[str, float] | None = None,
+        docker: DockerConfig | None = None,
     ):
-        if isolation not in ("process", "none"):
-            raise ValueError(f"isolation must be 'process' (a worker per submission) or 'none', not {isolation!r}")
+        if isolation not in ("process", "docker", "none"):
+            raise ValueError("isolation must be 'process' (a worker per submission), 'docker' (a container per "
+                             f"submission) or 'none', not {isolation!r}")
         self.device: Device = resolve_device(device)
         self.reward = reward or RewardConfig()
         self.seeds = seeds
@@ -67,6 +70,7 @@ class Judge:
         self.timed = timed and self.device.mode == "gpu"
         self.isolation = isolation
         self.limits = limits  # wall-clock seconds per worker request: load, run, time
+        self.docker = docker  # isolation='docker': image, runtime, limits (default: DockerConfig())
         self._reference_times: dict[tuple[str, str, str], TimeStats | None] = {}
 
     def evaluate(self, task: Task | str, source: str, language: str | None = None) -> EvalResult:
@@ -108,6 +112,8 @@ class Judge:
             return
         if self.isolation == "process":
             solution = WorkerSolution(task, build, self.device, self.limits)
+        elif self.isolation == "docker":
+            solution = DockerSolution(task, build, self.device, self.limits, self.docker)
         else:
             solution = Solution(task, build, self.device)
         try:

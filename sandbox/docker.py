@@ -1,0 +1,505 @@
+"""The docker backend: every submission runs in its own single-use container.
+
+Same interface as `sandbox.process.WorkerSolution` (`run`, `time`, `forbidden_called`, `close`) and
+the same request loop inside (`process._worker_main`); what changes is the box around the worker:
+
+- a container from a prepared image (`sandbox/Dockerfile` on GPU machines, `sandbox.docker_image`
+  for CPU mode), with no network (`network_mode="none"`), a read-only root file system, a
+  size-limited tmpfs at /tmp as the only writable place, a memory limit (swap included) and a
+  process limit from the cgroup, all capabilities dropped, `no-new-privileges`, a non-root user,
+  `docker-init` as PID 1, and optionally another OCI runtime such as gVisor's `runsc`;
+- on a GPU, exactly one device, by UUID (`device_requests`);
+- the judge and the worker talk over a unix socket in a private folder bind-mounted at /kd: frames
+  of a length and a pickle. Tensors cross by value (CUDA tensors through host memory), since no
+  memory is shared with the judge. Requests are trusted; replies are not: they are unpickled with
+  no classes allowed at all, tensors and result models travel as plain data the judge rebuilds and
+  validates itself;
+- the build crosses in the `load` request (the source and any `.so`), so the container sees no
+  build cache and no other submission;
+- what the submission prints goes to /kd/output.txt (capped by `RLIMIT_FSIZE`), the only file the
+  container can write outside its tmpfs; the folder itself is not writable for it.
+
+A container is started ahead of need (in a background thread) and used for one submission, then
+killed and removed. `DockerConfig` holds the image, the runtime and the limits; by default it reads
+`KERNELDOJO_DOCKER_IMAGE`, `KERNELDOJO_DOCKER_RUNTIME`, `KERNELDOJO_DOCKER_MEMORY`, `KERNELDOJO_DOCKER_PIDS`.
+docs/sandbox.md says what this guarantees and what it does not.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import importlib
+import io
+import os
+import pickle
+import queue
+import shutil
+import socket
+import struct
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+from pydantic import BaseModel
+
+from kerneldojo import result as result_models
+from kerneldojo.graders.compile import Build
+from kerneldojo.tasks import Task
+
+from .device import Device
+from .process import LIMITS_S, OUTPUT_TAIL_CHARS, WorkerSolution, _Worker, _worker_main
+
+IO_MOUNT = "/kd"  # in the container: the socket and output.txt
+SOCKET_NAME = "judge.sock"
+BUILD_DIR = "/tmp/submission"  # in the container: where the build is written
+LABEL = "kerneldojo.sandbox"
+_ENTRY = "from kerneldojo.sandbox.docker import container_main; container_main()"
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name) or default
+
+
+@dataclasses.dataclass(frozen=True)
+class DockerConfig:
+    """How submission containers are made. Hashable: one spare container per (device, config)."""
+
+    image: str = dataclasses.field(default_factory=lambda: _env("KERNELDOJO_DOCKER_IMAGE", "kerneldojo-sandbox:cuda"))
+    runtime: str | None = dataclasses.field(default_factory=lambda: os.environ.get("KERNELDOJO_DOCKER_RUNTIME"))
+    mem_limit: str = dataclasses.field(default_factory=lambda: _env("KERNELDOJO_DOCKER_MEMORY", "16g"))
+    pids_limit: int = dataclasses.field(default_factory=lambda: int(_env("KERNELDOJO_DOCKER_PIDS", "1024")))
+    tmpfs_size: str = "2g"  # /tmp, the only writable place; counts against mem_limit
+    cpus: float | None = None
+    user: str = "65534:65534"
+    python: str = "python3"  # the interpreter in the image that has kerneldojo installed
+    # Read-only bind mounts (host path, container path). Empty for a self-contained image; the local
+    # CPU image (`sandbox.docker_image`) mounts the host's Python and this checkout.
+    mounts: tuple[tuple[str, str], ...] = ()
+    start_timeout_s: float = 120.0  # until the worker in a new container connects
+    max_reply_bytes: int = 8 << 30  # a reply longer than this is refused, not allocated
+    spare: bool = True  # start the next container while this one works
+
+
+class DockerSolution(WorkerSolution):
+    """The `runner.Solution` interface, served by a worker in a single-use container.
+
+    Everything but the worker's start is `WorkerSolution`'s: the requests, their limits, the replies.
+    """
+
+    def __init__(self, task: Task, build: Build, device: Device, limits: dict[str, float] | None = None,
+                 config: DockerConfig | None = None):
+        self.limits = {**LIMITS_S, **(limits or {})}
+        self._worker = _take_container(device, config or DockerConfig())
+        self._call("load", task.id, build)  # the build's files travel inside the request (see _Pickler)
+
+
+# ---------------------------------------------------------------------------------------------
+# The wire: length-prefixed pickles over the socket. Tensors, result models and the few dataclasses
+# a reply holds travel as plain records, so the judge unpickles a reply without loading one class.
+# Requests (from the judge) are trusted: the worker unpickles them as usual.
+
+_FRAME = struct.Struct("!Q")
+_REPLY_DATACLASSES = ("kerneldojo.sandbox.runner.TimedRuns",)  # what a reply may hold besides models, tensors
+
+
+class _Pickler(pickle.Pickler):
+    def persistent_id(self, obj):
+        if isinstance(obj, torch.Tensor):
+            return _tensor_record(obj)
+        if isinstance(obj, Build):  # its files go along: the container sees no build cache
+            fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.init}
+            libraries = {dtype: path.read_bytes() for dtype, path in obj.libraries.items()}
+            return ("build", fields, obj.source_path.read_bytes(), libraries)
+        if isinstance(obj, BaseModel):
+            return ("model", type(obj).__name__, obj.model_dump(mode="python"))
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.init}
+            return ("dataclass", f"{type(obj).__module__}.{type(obj).__qualname__}", fields)
+        return None
+
+
+def _tensor_record(t: torch.Tensor) -> tuple:
+    # The whole storage with offset and strides, so strided views arrive as the same views.
+    t = t.detach()
+    storage = t.untyped_storage()
+    if storage.device.type != "cpu":
+        storage = storage.cpu()
+    data = torch.empty(0, dtype=torch.uint8).set_(storage).numpy().tobytes()
+    return ("tensor", data, str(t.dtype).removeprefix("torch."), t.storage_offset(), tuple(t.shape), t.stride(),
+            t.device.type == "cuda")
+
+
+class _Unpickler(pickle.Unpickler):
+    """Rebuilds tensors on `device`. Untrusted data (a reply) may name no class at all."""
+
+    def __init__(self, data: bytes, device: torch.device, trusted: bool):
+        super().__init__(io.BytesIO(data))
+        self.device, self.trusted = device, trusted
+
+    def find_class(self, module: str, name: str):
+        if self.trusted:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"a reply may not name {module}.{name}")
+
+    def persistent_load(self, pid):
+        kind = pid[0] if isinstance(pid, tuple) and pid else None
+        if kind == "tensor" and len(pid) == 7:
+            return self._tensor(*pid[1:])
+        if kind == "model" and len(pid) == 3:
+            model = getattr(result_models, str(pid[1]), None)
+            if isinstance(model, type) and issubclass(model, BaseModel):
+                return model.model_validate(pid[2])
+        if (kind == "dataclass" and len(pid) == 3 and isinstance(pid[2], dict)
+                and (self.trusted or pid[1] in _REPLY_DATACLASSES)):
+            module, _, name = pid[1].rpartition(".")
+            cls = getattr(importlib.import_module(module), name)
+            if dataclasses.is_dataclass(cls):
+                return cls(**pid[2])
+        if kind == "build" and len(pid) == 4 and self.trusted:
+            return _materialize(*pid[1:])
+        raise pickle.UnpicklingError(f"bad record {kind!r}")
+
+    def _tensor(self, data, dtype_name, offset, shape, stride, cuda) -> torch.Tensor:
+        dtype = getattr(torch, dtype_name, None) if isinstance(dtype_name, str) else None
+        if not (isinstance(data, bytes) and isinstance(dtype, torch.dtype) and isinstance(offset, int)
+                and isinstance(shape, tuple) and isinstance(stride, tuple)
+                and all(isinstance(v, int) for v in (*shape, *stride))):
+            raise pickle.UnpicklingError("bad tensor record")
+        raw = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8)
+        device = self.device if cuda else torch.device("cpu")
+        if device.type != "cpu":
+            raw = raw.to(device)
+        # set_ checks that the view lies inside the storage.
+        return torch.empty(0, dtype=dtype, device=device).set_(raw.untyped_storage(), offset, shape, stride)
+
+
+def _materialize(fields: dict, source: bytes, libraries: dict[str, bytes]) -> Build:
+    """In the container: write the build where the worker can read it, and point a Build there."""
+    folder = Path(BUILD_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    source_path = folder / Path(fields["source_path"]).name
+    source_path.write_bytes(source)
+    paths = {}
+    for dtype, data in libraries.items():
+        paths[dtype] = folder / f"{dtype}-submission.so"
+        paths[dtype].write_bytes(data)
+    return Build(**{**fields, "source_path": source_path, "libraries": paths})
+
+
+def _dumps(obj) -> bytes:
+    buffer = io.BytesIO()
+    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buffer.getvalue()
+
+
+def _recv_frame(sock: socket.socket, max_bytes: int | None = None) -> bytes:
+    (length,) = _FRAME.unpack(_recv_exactly(sock, _FRAME.size))
+    if max_bytes is not None and length > max_bytes:
+        raise pickle.UnpicklingError(f"a message of {length} bytes, over the limit of {max_bytes}")
+    return _recv_exactly(sock, length)
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    buffer, got = bytearray(n), 0
+    view = memoryview(buffer)
+    while got < n:
+        count = sock.recv_into(view[got:], min(n - got, 1 << 24))
+        if not count:
+            raise EOFError
+        got += count
+    return bytes(buffer)
+
+
+class _Channel:
+    """The judge's end: `put` and `get(timeout)` like the process backend's queues.
+
+    A writer thread sends (a worker that stops reading cannot block the judge past its limit) and a
+    reader thread receives and decodes, so that a reply dripped in slowly cannot either. EOF, a
+    malformed reply or an oversized one closes the channel; the worker then counts as dead.
+    """
+
+    def __init__(self, sock: socket.socket, device: torch.device, max_reply_bytes: int):
+        self.sock, self.device, self.max_reply_bytes = sock, device, max_reply_bytes
+        self.inbox: queue.Queue = queue.Queue()
+        self.outbox: queue.Queue = queue.Queue()
+        self.closed = threading.Event()
+        self.error: str | None = None
+        threading.Thread(target=self._read, daemon=True, name="kerneldojo-docker-read").start()
+        threading.Thread(target=self._write, daemon=True, name="kerneldojo-docker-write").start()
+
+    def put(self, item) -> None:
+        self.outbox.put(_dumps(item))  # pickled now: later changes to the judge's tensors do not travel
+
+    def get(self, timeout: float):
+        try:
+            return self.inbox.get(timeout=timeout)
+        except queue.Empty:
+            if self.closed.is_set():
+                raise queue.Empty from None  # the caller asks is_alive() next
+            raise
+
+    def close(self) -> None:
+        self.closed.set()
+        self.outbox.put(None)
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                data = _recv_frame(self.sock, self.max_reply_bytes)
+                self.inbox.put(_Unpickler(data, self.device, trusted=False).load())
+        except (EOFError, OSError):
+            pass
+        except Exception as e:  # a forged or broken reply; nothing in it was executed
+            self.error = f"the worker sent a malformed reply ({type(e).__name__}: {e}); it was stopped"
+        self.closed.set()
+
+    def _write(self) -> None:
+        while (data := self.outbox.get()) is not None:
+            try:
+                self.sock.sendall(_FRAME.pack(len(data)) + data)
+            except OSError:
+                return
+
+
+class _WorkerEnd:
+    """The worker's end, in the container: a blocking `get` and `put` for `process._worker_main`."""
+
+    def __init__(self, sock: socket.socket, device: torch.device):
+        self.sock, self.device = sock, device
+
+    def get(self):
+        return _Unpickler(_recv_frame(self.sock), self.device, trusted=True).load()
+
+    def put(self, item) -> None:
+        try:
+            data = _dumps(item)
+        except Exception as e:  # e.g. an output that cannot be pickled; keep the sequence number if any
+            head = item[:-2] if isinstance(item, tuple) and len(item) >= 2 else ()
+            data = _dumps((*head, "runtime_error", f"the reply could not be sent: {type(e).__name__}: {e}"))
+        self.sock.sendall(_FRAME.pack(len(data)) + data)
+
+
+def container_main() -> None:
+    """The container's command: connect to the judge, then serve the process backend's worker loop."""
+    socket_path, device_spec = sys.argv[1], sys.argv[2]
+    # The worker's setsid() needs a process that leads no group yet, and docker-init made this one a
+    # group leader: the worker is a child, and this process passes on how it ended.
+    pid = os.fork()
+    if pid:
+        _, status = os.waitpid(pid, 0)
+        os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(socket_path)
+    end = _WorkerEnd(sock, torch.device(device_spec))
+    with contextlib.suppress(EOFError, BrokenPipeError):  # the judge went away
+        _worker_main(end, end, device_spec, IO_MOUNT, outputs_by_value=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The judge's side: one container, in the shape of the process backend's worker.
+
+
+class _Container(_Worker):
+    def __init__(self, device: Device, config: DockerConfig):
+        import docker
+        from docker.types import DeviceRequest, LogConfig
+
+        self.config, self.device, self.sequence = config, device.torch_device, 0
+        self.container, self.channel = None, None
+        self.requests = self.replies = None  # the channel, once the worker has connected
+        self.process = _ContainerState(self)
+        self.started = time.monotonic()
+        self.base = Path(tempfile.mkdtemp(prefix="kerneldojo-docker-"))  # 0700: no other host user gets in
+        self.scratch = self.base / "io"  # mounted at /kd: the socket and output.txt (read by output_tail)
+        self.scratch.mkdir(mode=0o755)  # the container's user may enter it, not create files in it
+        out = self.scratch / "output.txt"
+        out.touch()
+        out.chmod(0o666)
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(self.scratch / SOCKET_NAME))
+        os.chmod(self.scratch / SOCKET_NAME, 0o777)
+        self.listener.listen(1)
+        _live[id(self)] = self
+
+        gpu = device.mode == "gpu"
+        volumes = {str(self.scratch): {"bind": IO_MOUNT, "mode": "rw"}}
+        volumes.update({host: {"bind": inside, "mode": "ro"} for host, inside in config.mounts})
+        extra = {}
+        if gpu:
+            extra["device_requests"] = [DeviceRequest(device_ids=[_gpu_id(device)], capabilities=[["gpu"]])]
+        if config.runtime:
+            extra["runtime"] = config.runtime
+        if config.cpus:
+            extra["nano_cpus"] = int(config.cpus * 1e9)
+        try:
+            self.container = _client().containers.run(
+                config.image, [config.python, "-c", _ENTRY, f"{IO_MOUNT}/{SOCKET_NAME}", "cuda:0" if gpu else "cpu"],
+                detach=True, init=True, user=config.user, working_dir="/tmp", network_mode="none", read_only=True,
+                tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={config.tmpfs_size}"},
+                mem_limit=config.mem_limit, memswap_limit=config.mem_limit, pids_limit=config.pids_limit,
+                cap_drop=["ALL"], security_opt=["no-new-privileges"], volumes=volumes, labels={LABEL: "worker"},
+                environment={"HOME": "/tmp", "TMPDIR": "/tmp", "USER": "sandbox", "PYTHONDONTWRITEBYTECODE": "1",
+                             "TRITON_CACHE_DIR": "/tmp/triton", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"},
+                log_config=LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
+                **extra,
+            )  # fmt: skip
+        except docker.errors.ImageNotFound:
+            self._cleanup()
+            raise RuntimeError(f"docker image {config.image!r} not found: build sandbox/Dockerfile, or run "
+                               "`python -m kerneldojo.sandbox.docker_image` for CPU mode") from None
+        except Exception:
+            self._cleanup()
+            raise
+
+    def connect(self) -> None:
+        """Wait until the worker connects (first thing it does, before the heavy imports)."""
+        deadline = self.started + self.config.start_timeout_s
+        self.listener.settimeout(0.25)
+        while self.channel is None:
+            try:
+                sock, _ = self.listener.accept()
+            except TimeoutError:
+                if time.monotonic() > deadline or not self.running():
+                    logs = ""
+                    with contextlib.suppress(Exception):
+                        logs = self.container.logs(tail=20).decode(errors="replace").strip()
+                    self.stop()
+                    raise RuntimeError(f"the sandbox container exited or did not connect within "
+                                       f"{self.config.start_timeout_s:g} s; its output:\n{logs}") from None
+                continue
+            sock.settimeout(None)
+            self.channel = _Channel(sock, self.device, self.config.max_reply_bytes)
+        self.requests = self.replies = self.channel
+        self.listener.close()
+
+    def running(self) -> bool:
+        with contextlib.suppress(Exception):
+            self.container.reload()
+            return self.container.status in ("created", "running")
+        return False
+
+    def _tail_note(self) -> str:
+        notes = []
+        if self.channel is not None and self.channel.error:
+            notes.append(self.channel.error)
+        if self.process.oom_killed():
+            notes.append(f"the container ran out of memory (its limit is {self.config.mem_limit})")
+        tail = super()._tail_note()
+        if not tail and not self.process.is_alive():  # it died before its output went to output.txt
+            with contextlib.suppress(Exception):
+                logs = self.container.logs(tail=30).decode(errors="replace").strip()
+                tail = f"\nlast output of the container:\n{logs[-OUTPUT_TAIL_CHARS:]}" if logs else ""
+        return "".join(f"\n{note}" for note in notes) + tail
+
+    def _kill(self) -> None:
+        with contextlib.suppress(Exception):
+            self.container.kill()
+
+    def stop(self) -> None:
+        """Single use: close the channel, then kill and remove the container off the caller's path."""
+        if self.channel is not None:
+            self.channel.close()
+        threading.Thread(target=self._cleanup, daemon=True).start()
+
+    def _cleanup(self) -> None:
+        if _live.pop(id(self), None) is None:
+            return  # done already
+        with contextlib.suppress(Exception):
+            self.listener.close()
+        if self.container is not None:
+            with contextlib.suppress(Exception):
+                self.container.remove(force=True)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+class _ContainerState:
+    """What the process backend asks of its worker's process: alive? how did it end?"""
+
+    def __init__(self, box: _Container):
+        self.box = box
+        self._state: dict | None = None
+
+    def is_alive(self) -> bool:
+        return self.box.channel is not None and not self.box.channel.closed.is_set()
+
+    def _ended(self) -> dict:
+        if self._state is None:
+            try:
+                self.box.container.wait(timeout=10)
+                self.box.container.reload()
+                self._state = self.box.container.attrs["State"]
+            except Exception:
+                self._state = {}
+        return self._state
+
+    @property
+    def exitcode(self) -> int | None:
+        code = self._ended().get("ExitCode")
+        # docker-init exits with 128 + the signal that ended the worker; report it as a signal.
+        if isinstance(code, int) and 128 < code < 128 + 65:
+            return -(code - 128)
+        return code
+
+    def oom_killed(self) -> bool:
+        return not self.is_alive() and bool(self._ended().get("OOMKilled"))
+
+
+def _gpu_id(device: Device) -> str:
+    """The GPU by UUID, so that CUDA_VISIBLE_DEVICES in the judge cannot point the container elsewhere."""
+    props = torch.cuda.get_device_properties(device.torch_device)
+    uuid = str(getattr(props, "uuid", "") or "")
+    if not uuid:
+        return str(device.torch_device.index or 0)
+    return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+
+
+_clients = threading.local()  # one API client per thread: spares are started from another thread
+
+
+def _client():
+    if getattr(_clients, "client", None) is None:
+        import docker
+
+        _clients.client = docker.from_env(timeout=120)
+    return _clients.client
+
+
+# Containers not yet removed (so that they go when the judge exits), and one spare per (device, config).
+_live: dict[int, _Container] = {}
+_spares: dict[tuple, Future] = {}
+_spares_lock = threading.Lock()
+_starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kerneldojo-docker-spare")
+
+
+def _take_container(device: Device, config: DockerConfig) -> _Container:
+    key = (str(device.torch_device), config)
+    with _spares_lock:
+        spare = _spares.pop(key, None)
+        if config.spare:
+            _spares[key] = _starter.submit(_Container, device, config)
+    if spare is not None:
+        with contextlib.suppress(Exception):  # it failed to start, or died waiting: start one here
+            box = spare.result()
+            box.connect()
+            return box
+    box = _Container(device, config)
+    box.connect()
+    return box
+
+
+@atexit.register
+def _remove_all() -> None:
+    for future in list(_spares.values()):
+        with contextlib.suppress(Exception):
+            future.result(timeout=60)  # a spare being started is in _live once it is
+    for box in list(_live.values()):
+        box._cleanup()
