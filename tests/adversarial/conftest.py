@@ -1,0 +1,54 @@
+"""Fixtures of the exploit suite: module-scoped judges (one spare worker each), and a guard that
+every judge-side function an exploit could reach is unchanged after each test, so one exploit
+that gets code into the judge cannot poison the tests after it."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def adv_cpu_judge():
+    from kerneldojo.judge import Judge
+
+    return Judge("cpu", limits={"load": 60, "run": 30, "forbidden": 10})
+
+
+@pytest.fixture(scope="module")
+def adv_gpu_judge():
+    from kerneldojo.judge import Judge
+
+    return Judge("cuda", timing_budget_s=0.5, time_compiled_reference=False)
+
+
+@pytest.fixture
+def judge_for(adv_cpu_judge, request):
+    def pick(mode: str):
+        return adv_cpu_judge if mode == "cpu" else request.getfixturevalue("adv_gpu_judge")
+
+    return pick
+
+
+def _judge_side_functions() -> dict[str, object]:
+    import kerneldojo.graders.correctness as correctness
+    import kerneldojo.graders.timing as timing
+    import kerneldojo.judge as judge_module
+
+    modules = (judge_module, correctness, timing)
+    return {f"{m.__name__}.{k}": v for m in modules for k, v in vars(m).items() if callable(v)}
+
+
+@pytest.fixture(autouse=True)
+def judge_untouched():
+    """An exploit that runs code in the judge (e.g. through the reply's unpickling) must not leave
+    anything behind: fail loudly, and put the originals back for the tests that follow."""
+    import sys
+
+    before = _judge_side_functions()
+    yield
+    after = _judge_side_functions()
+    changed = sorted(k for k in before if after.get(k) is not before[k])
+    for key in changed:
+        module, _, name = key.rpartition(".")
+        setattr(sys.modules[module], name, before[key])
+    assert not changed, f"judge-side functions were replaced during the test: {changed}"
