@@ -1,6 +1,10 @@
 """The GPU pool and batch evaluation, in CPU mode: fake judges record what ran where and when."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter, defaultdict
@@ -346,3 +350,45 @@ def test_threads_are_per_slot(gpus):
     with GPUPool("all", judge_factory=lambda d: ThreadJudge(d, Recorder(), 0.0)) as pool:
         pool.evaluate_many([("vector_add", triton_source(i), None) for i in range(12)])
     assert all(len(threads) == 1 for threads in names.values())
+
+
+KILLED_BATCH = """
+import sys, time
+from kerneldojo import batch
+from kerneldojo.judge import Judge, versions
+from kerneldojo.result import EvalResult
+from kerneldojo.sandbox.pool import GPUPool
+
+class Slow(Judge):
+    def __init__(self, device):
+        super().__init__("cpu")
+    def evaluate(self, task, source, language=None):
+        time.sleep(0.05)
+        return EvalResult(task=task, language=language, device="cpu", mode="cpu", status="ok", versions=versions())
+
+subs = [batch.submission("vector_add", f"def solution(x, y):\\n    return x + y  # {i}\\n", None, f"s{i}")
+        for i in range(400)]
+with GPUPool("cpu:2", judge_factory=Slow) as pool:
+    batch.run_batch(subs, sys.argv[1], pool)
+"""
+
+
+def test_a_killed_batch_keeps_what_it_finished(tmp_path):
+    store = tmp_path / "results.jsonl"
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_BATCH, str(store)])
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not store.exists() or store.read_bytes().count(b"\n") < 10):
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    kept = batch.ResultStore(store).finished()
+    assert 10 <= len(kept) < 400
+    subs_all = [batch.submission("vector_add", f"def solution(x, y):\n    return x + y  # {i}\n", None, f"s{i}")
+                for i in range(400)]  # fmt: skip
+    with fake_pool("cpu:2", Recorder(), seconds=0.0) as pool:
+        summary = batch.run_batch(subs_all, store, pool)
+    assert summary.skipped == len(kept) and summary.evaluated == 400 - len(kept)
+    labels = [json.loads(line)["label"] for line in store.read_text().splitlines()]
+    assert sorted(labels) == sorted(s.label for s in subs_all)
