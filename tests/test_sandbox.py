@@ -1,19 +1,54 @@
 """Fault containment of the process backend, in CPU mode: each fault ends with its own status and
 a message that says what happened, and the next evaluation on the same judge succeeds."""
 
+import contextlib
+import json
 import os
+import secrets
+import signal
 import socket
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 import submissions as subs
 
 from kerneldojo.judge import Judge
 
+# The workers of this judge get small host-memory and process limits, so that exhausting them is quick.
+MEMORY_LIMIT = 2 << 30
+PROCESS_LIMIT = max(256, 4 * (os.cpu_count() or 1))
+
 
 @pytest.fixture(scope="module")
 def judge():
-    return Judge("cpu", limits={"load": 20, "run": 8})
+    return Judge("cpu", limits={"load": 45, "run": 8, "memory": MEMORY_LIMIT, "processes": PROCESS_LIMIT})
+
+
+@pytest.fixture(scope="module")
+def protections(judge):
+    """What the workers of this judge could set up here (namespaces, limits), by name."""
+    from kerneldojo.graders.compile import compile_submission
+    from kerneldojo.sandbox.process import WorkerSolution
+    from kerneldojo.tasks import get_task
+
+    task = get_task("vector_add")
+    build = compile_submission(task, subs.VECTOR_ADD_TORCH, "python", judge.device.arch)
+    solution = WorkerSolution(task, build, judge.device, judge.limits)
+    try:
+        return solution.protections
+    finally:
+        solution.close()
+
+
+def _require(protections, *names):
+    """Skip, naming the reason, where this kernel refuses what the test depends on."""
+    for name in names:
+        value = protections.get(name)
+        if value is not True and not str(value).startswith(("on", "read-only")):
+            pytest.skip(f"{name} is unavailable here: {value}")
 
 
 def _then_honest_passes(judge):
@@ -53,8 +88,6 @@ def test_printed_output_comes_back_with_a_crash_or_a_hang(judge):
 
 
 def _can_unshare_network() -> bool:
-    import subprocess
-
     try:
         return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
     except FileNotFoundError:
@@ -75,22 +108,30 @@ def test_no_network_from_the_worker(judge):
     _then_honest_passes(judge)
 
 
-def test_processes_left_behind_are_killed(judge, tmp_path):
-    pid_file = tmp_path / "pid"
+def test_processes_left_behind_are_killed(judge):
+    # One child stays in the worker's process group, one leaves it with setsid: both must go.
+    marker = f"600.{secrets.randbelow(10**9)}"
     source = (f"import subprocess\n\ndef solution(x, y):\n"
-              f"    p = subprocess.Popen(['sleep', '600'])\n"
-              f"    open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
-              f"    raise RuntimeError('left a child')\n")
+              f"    subprocess.Popen(['sleep', '{marker}'])\n"
+              f"    subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
+              f"    raise RuntimeError('left two children')\n")
     assert judge.evaluate("vector_add", source, "python").status == "runtime_error"
-    pid = int(pid_file.read_text())
     for _ in range(50):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not _processes_with(marker):
             break
         time.sleep(0.1)
     else:
-        pytest.fail(f"process {pid} outlived its worker")
+        pytest.fail(f"processes {_processes_with(marker)} outlived their worker")
+    _then_honest_passes(judge)
+
+
+def _processes_with(text: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if text in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(pid))
+    return found
 
 
 def test_a_submission_cannot_touch_the_judges_memory(judge):
@@ -100,3 +141,183 @@ def test_a_submission_cannot_touch_the_judges_memory(judge):
               "def solution(x, y):\n    return x.clone()\n")
     result = judge.evaluate("vector_add", source, "python")
     assert result.status == "wrong" and "differs at index" in result.messages[0]
+
+
+def test_protections_are_reported(protections):
+    expected = ("user_namespace", "pid_namespace", "mount_namespace", "ipc_namespace", "network_namespace",
+                "filesystem", "process_limit", "memory_limit", "capabilities", "no_new_privs")
+    assert set(expected) <= set(protections), protections
+    for name in expected:  # each is on, or says why not
+        value = protections[name]
+        assert value is True or str(value).startswith(("on", "read-only", "dropped", "unavailable", "off")), value
+
+
+def test_fork_bomb_is_contained(judge, protections):
+    _require(protections, "process_limit", "pid_namespace")
+    before = set(filter(str.isdigit, os.listdir("/proc")))
+    source = ("import os\n\ndef solution(x, y):\n    while True:\n        try:\n            os.fork()\n"
+              "        except OSError:\n            pass\n")
+    started = time.monotonic()
+    result = judge.evaluate("vector_add", source, "python")
+    assert result.status == "timeout", result.messages
+    assert f"limit of {PROCESS_LIMIT} processes" in result.messages[0], result.messages
+    assert time.monotonic() - started < 45
+    time.sleep(1)
+    # A new spare worker may have started meanwhile (a few processes); the bomb's copies are gone.
+    assert len(set(filter(str.isdigit, os.listdir("/proc"))) - before) < 10
+    _then_honest_passes(judge)
+
+
+def test_host_out_of_memory_is_contained(judge, protections):
+    _require(protections, "memory_limit")
+    # 64 GiB in touched 256 MiB pieces: far past the 2 GiB limit of this judge's workers.
+    source = ("def solution(x, y):\n    hoard = []\n    for _ in range(256):\n"
+              "        hoard.append(b'\\x01' * (256 << 20))\n    return x + y\n")
+    result = judge.evaluate("vector_add", source, "python")
+    assert result.status == "runtime_error", result.messages
+    assert "ran out of host memory" in result.messages[0] or "MemoryError" in result.messages[0], result.messages
+    _then_honest_passes(judge)
+
+
+def _probe_source(reads: list[str], writes: list[str]) -> str:
+    """A submission that tries each read and write and reports, as its error, which succeeded."""
+    return f"""
+import json
+
+
+def solution(x, y):
+    got = {{}}
+    for path in {reads!r}:
+        try:
+            with open(path, "rb") as f:
+                got[path] = "read " + repr(f.read(64))
+        except OSError as e:
+            got[path] = "refused: " + e.strerror
+    for path in {writes!r}:
+        try:
+            with open(path, "w") as f:
+                f.write("written by a submission")
+            got[path] = "written"
+        except OSError as e:
+            got[path] = "refused: " + e.strerror
+    raise RuntimeError("PROBE" + json.dumps(got))
+"""
+
+
+def _probe_results(result) -> dict:
+    assert result.status == "runtime_error", result.messages
+    return json.loads(result.messages[0].split("PROBE", 1)[1].splitlines()[0])
+
+
+def test_files_outside_the_scratch_folder_are_out_of_reach(judge, protections):
+    _require(protections, "mount_namespace", "filesystem")
+    from kerneldojo.graders.compile import cache_dir
+    from kerneldojo.sandbox import process
+
+    canaries = [cache_dir() / "canary.txt", Path(tempfile.gettempdir()) / f"kerneldojo-canary-{os.getpid()}",
+                Path.home() / f".kerneldojo-canary-{os.getpid()}"]
+    with process._spares_lock:  # another worker's scratch folder: the spare's, waiting for the next step
+        other_scratch = [w.scratch / "output.txt" for w in process._spares.values()]
+    judge_pid = os.getpid()
+    reads = [str(p) for p in canaries + other_scratch]
+    reads += [f"/proc/{judge_pid}/environ", f"/proc/{judge_pid}/mem", f"/proc/{judge_pid}/cmdline"]
+    repo = Path(__file__).resolve().parent
+    writes = [str(repo / "written-by-a-submission.txt"), "/etc/kerneldojo-written-by-a-submission",
+              str(cache_dir() / "written-by-a-submission.txt")]
+    try:
+        for canary in canaries:
+            canary.write_text("judge secret")
+        got = _probe_results(judge.evaluate("vector_add", _probe_source(reads, writes), "python"))
+    finally:
+        for canary in canaries:
+            canary.unlink(missing_ok=True)
+    leaked = {path: outcome for path, outcome in got.items() if not outcome.startswith("refused")}
+    assert not leaked, leaked
+    assert not (repo / "written-by-a-submission.txt").exists()
+    _then_honest_passes(judge)
+
+
+def test_the_judge_cannot_be_signalled_or_traced(judge, protections):
+    _require(protections, "pid_namespace")
+    received = []
+    previous = signal.signal(signal.SIGUSR1, lambda *_: received.append(True))
+    source = f"""
+import ctypes
+import os
+import signal
+
+
+def solution(x, y):
+    got = {{"ppid": os.getppid()}}
+    for pid in (os.getppid(), {os.getpid()}):
+        if pid <= 1:
+            continue
+        try:
+            os.kill(pid, signal.SIGUSR1)
+            got[f"kill {{pid}}"] = "sent"
+        except OSError as e:
+            got[f"kill {{pid}}"] = "refused: " + e.strerror
+        libc = ctypes.CDLL(None, use_errno=True)
+        ok = libc.ptrace(16, pid, None, None) == 0  # PTRACE_ATTACH
+        got[f"ptrace {{pid}}"] = "attached" if ok else "refused: " + os.strerror(ctypes.get_errno())
+    raise RuntimeError("PROBE" + __import__("json").dumps(got))
+"""
+    try:
+        got = _probe_results(judge.evaluate("vector_add", source, "python"))
+        time.sleep(0.2)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert got.pop("ppid") == 0  # the worker is pid 1 of its namespace: no parent it can name
+    assert all(outcome.startswith("refused") for outcome in got.values()), got
+    assert not received
+    _then_honest_passes(judge)
+
+
+def test_a_submission_finds_no_reference_outputs(judge):
+    # Everything the worker holds: its own objects (gc) and whatever /proc shows of other processes.
+    source = """
+import gc
+import os
+
+import torch
+
+
+def solution(x, y):
+    candidates = [o for o in gc.get_objects()
+                  if isinstance(o, torch.Tensor) and o.shape == x.shape and o is not x and o is not y]
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) != os.getpid():
+            try:
+                open(f"/proc/{pid}/mem", "rb").close()
+                raise RuntimeError(f"could open the memory of process {pid}")
+            except OSError:
+                pass
+    return candidates[0].clone() if candidates else torch.zeros_like(x)
+"""
+    result = judge.evaluate("vector_add", source, "python")
+    assert result.status == "wrong", result.messages
+    _then_honest_passes(judge)
+
+
+def test_a_forged_reply_is_scored_as_a_failure(judge):
+    # The submission finds the worker's reply channel through gc and the pending request's number
+    # through the stack, and answers for the worker with made-up outputs before the honest reply.
+    source = """
+import gc
+import sys
+
+import torch
+
+
+def solution(x, y):
+    channel = next(o for o in gc.get_objects() if type(o).__name__ == "_PipeReplies")
+    frame, sequence = sys._getframe(1), None
+    while frame is not None and sequence is None:
+        sequence = frame.f_locals.get("sequence")
+        frame = frame.f_back
+    channel.put((sequence, "ok", (torch.zeros_like(x),)))
+    return x + y
+"""
+    result = judge.evaluate("vector_add", source, "python")
+    assert result.status != "ok" and result.reward <= 0, (result.status, result.messages)
+    _then_honest_passes(judge)
