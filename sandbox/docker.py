@@ -434,7 +434,11 @@ class _ContainerState:
     def _ended(self) -> dict:
         if self._state is None:
             try:
-                self.box.container.wait(timeout=10)
+                try:
+                    self.box.container.wait(timeout=3)
+                except Exception:  # still running: its worker broke the channel, or left children
+                    self.box._kill()
+                    self.box.container.wait(timeout=10)
                 self.box.container.reload()
                 self._state = self.box.container.attrs["State"]
             except Exception:
@@ -497,9 +501,13 @@ def _take_container(device: Device, config: DockerConfig) -> _Container:
 
 
 @atexit.register
-def _remove_all() -> None:
-    for future in list(_spares.values()):
+def remove_containers() -> None:
+    """Remove every container this process started, spares included (also done at exit)."""
+    with _spares_lock:
+        spares = list(_spares.values())
+        _spares.clear()
+    for future in spares:
         with contextlib.suppress(Exception):
-            future.result(timeout=60)  # a spare being started is in _live once it is
+            future.result(timeout=120)  # a spare being started is in _live once it is
     for box in list(_live.values()):
         box._cleanup()
