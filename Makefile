@@ -18,7 +18,12 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/kerneldojo demo
 
-test: $(STAMP)
+# The docker backend's tests also need the docker SDK (the `docker` extra); they find or start the engine.
+$(VENV)/.kerneldojo-docker-sdk: $(STAMP)
+	$(PY) -m pip install -q --disable-pip-version-check "docker>=7.0"
+	touch $@
+
+test: $(STAMP) $(VENV)/.kerneldojo-docker-sdk
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
 
