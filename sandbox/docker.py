@@ -481,7 +481,7 @@ def _client():
 _live: dict[int, _Container] = {}
 _spares: dict[tuple, Future] = {}
 _spares_lock = threading.Lock()
-_starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kerneldojo-docker-spare")
+_starter = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kerneldojo-docker-spare")
 
 
 def _take_container(device: Device, config: DockerConfig) -> _Container:
