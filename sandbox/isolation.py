@@ -55,7 +55,7 @@ MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 ST_TO_MS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC, os.ST_NOATIME: MS_NOATIME,
             os.ST_NODIRATIME: MS_NODIRATIME, os.ST_RELATIME: MS_RELATIME}  # fmt: skip
 SYS_MOUNT_SETATTR, AT_FDCWD, MOUNT_ATTR_RDONLY = 442, -100, 1
-PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 24, 47, 4
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 38, 24, 47, 4
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 # Defaults, overridable per judge: Judge(limits={"memory": bytes, "processes": n}).
@@ -154,6 +154,7 @@ class Cgroup:
 
     def kill(self) -> None:
         """Everything in the cgroup, including processes that left the worker's process group."""
+        self._notes = self.notes()  # the cgroup is removed soon after; keep what its limits stopped
         for folder in set(self.dirs.values()):
             if (folder / "cgroup.kill").exists():
                 with contextlib.suppress(OSError):
@@ -183,6 +184,8 @@ class Cgroup:
 
     def notes(self) -> list[str]:
         """What the limits stopped, for the judge's message after a death or a timeout."""
+        if getattr(self, "_notes", None) is not None:
+            return self._notes
         notes = []
         memory = self.dirs.get("memory")
         if memory is not None:
@@ -404,6 +407,7 @@ def enter(plan: Plan, redirect_output) -> dict:
     `redirect_output()` points stdout/stderr to the scratch folder once it is mounted.
     """
     protections: dict[str, object] = {}
+    _die_with_parent()  # the judge's end: this process, then each one below, gets SIGKILL
     for path in plan.cgroup_procs:  # before any fork: children are born inside
         try:
             Path(path).write_text(str(os.getpid()))
@@ -413,6 +417,7 @@ def enter(plan: Plan, redirect_output) -> dict:
     if child:
         _close_quietly(plan.control)
         _wait_and_mirror(child)
+    _die_with_parent()
     protections.update(_unshare(plan))
     if protections["pid_namespace"] is True:
         report_r, report_w = os.pipe()
@@ -425,6 +430,7 @@ def enter(plan: Plan, redirect_output) -> dict:
                 plan.control.send(json.loads(data) if data else {"worker": "no report"})
             _close_quietly(plan.control)
             _wait_and_mirror(worker)
+        _die_with_parent()
         os.close(report_r)
         report = lambda p: _write_report(report_w, p)  # noqa: E731
         _close_quietly(plan.control)
@@ -439,6 +445,14 @@ def enter(plan: Plan, redirect_output) -> dict:
     protections.update(_inside(plan, protections, redirect_output))
     report(protections)
     return protections
+
+
+def _die_with_parent() -> None:
+    """SIGKILL when the parent ends (a backstop: the judge kills workers itself, by pidfd)."""
+    parent = os.getppid()
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # it ended before the line above
+        os._exit(70)
 
 
 def _send_handle(control, pid: int) -> None:
