@@ -2,22 +2,25 @@
 
 The judge keeps what decides the score (seeds, inputs, reference outputs, the comparison, the
 reference timings) and never imports the submission. A worker is spawned ahead of need (torch
-imported), hardens itself (its own process group, rlimits, no network where the kernel lets it
-drop it, output to a capped file in a private scratch folder), then loads one submission and
+imported), hardens itself (its own process group, rlimits, and where the kernel allows: user, pid,
+mount, ipc and network namespaces, a read-only file system, cgroup limits, no capabilities; see
+`sandbox.isolation`; output to a capped file in a private scratch folder), then loads one submission and
 answers requests: run on these inputs, time these calls, report forbidden calls. Tensors cross as
 shared memory (CPU) or CUDA IPC handles (GPU). Each request has a wall-clock limit; past it, or
 if the worker dies (a segfault, `os._exit`, a CUDA fault), the whole process group is killed and
 the judge reports it. The worker is then discarded, so nothing it did reaches the next step.
 
-What this does not yet stop (docs/sandbox.md, the sandbox issue): reading files the judge's user
-can read, tracing the judge (same user), host and GPU memory exhaustion beyond the rlimits, and a
-submission forging the timing it reports from inside the worker.
+What this does not stop is listed in docs/sandbox.md (threat model): among it GPU memory
+exhaustion, and in GPU mode the judge's pid namespace is shared (CUDA IPC).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
+import dataclasses
+import functools
 import os
 import queue
 import resource
@@ -27,22 +30,23 @@ import sys
 import tempfile
 import threading
 import time
+from multiprocessing import resource_sharer
 from pathlib import Path
 
 import torch
 import torch.multiprocessing as mp
 
-from kerneldojo.graders.checks import ForbiddenOps
+from kerneldojo.graders.checks import Flagged, ForbiddenOps, message
 from kerneldojo.graders.compile import Build, CompileError
 from kerneldojo.graders.correctness import WrongOutput
-from kerneldojo.result import TimeStats
 from kerneldojo.tasks import Task
 
+from . import isolation
 from .device import Device
-from .runner import SubmissionError
+from .runner import SubmissionError, TimedRuns
 
 # Wall-clock limits per request, in seconds: loading includes Triton's first imports.
-LIMITS_S = {"load": 120.0, "run": 60.0, "time": 300.0, "forbidden": 10.0}
+LIMITS_S = {"load": 120.0, "run": 60.0, "time": 300.0, "flags": 10.0}
 OUTPUT_CAP_BYTES = 16 << 20
 OPEN_FILES_CAP = 4096
 CPU_SECONDS_CAP = 1800  # a backstop behind the wall-clock limits: CPU time summed over threads
@@ -59,20 +63,29 @@ class WorkerSolution:
 
     def __init__(self, task: Task, build: Build, device: Device, limits: dict[str, float] | None = None):
         self.limits = {**LIMITS_S, **(limits or {})}
-        self._worker = _take_worker(device)
-        self._call("load", task.id, build)
+        self._worker = _take_worker(device, self.limits)
+        self._call("load", task.id, self._worker.stage(build))
+        # What the worker could set up around itself (namespaces, limits), for the judge to log.
+        self.protections = self._worker.protections()
 
     @property
-    def forbidden_called(self) -> list[str]:
-        return self._call("forbidden")
+    def flags(self) -> dict[str, str]:
+        """The worker's checks, asked last: a reply still queued after this one was forged."""
+        flags = self._call("flags")
+        with contextlib.suppress(queue.Empty):
+            sequence, _, _ = self._worker.replies.get(timeout=0.05)
+            flags["timing_channel"] = message("timing_channel", f"an extra reply to request {sequence} was queued")
+        return flags
 
     def run(self, inputs: tuple, shape: dict, outputs: tuple, watch: bool = True) -> tuple:
         got = self._call("run", inputs, shape, outputs, watch)
         # Copies owned by the judge: the worker frees its memory, and cannot change them later.
         return tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in (outputs if got is None else got))
 
-    def time(self, arg_sets: list, shape: dict, output_sets: list, l2_bytes: int, budget_s: float) -> TimeStats:
-        return self._call("time", arg_sets, shape, output_sets, l2_bytes, budget_s)
+    def time(self, shape: dict, seeds: list[int], output_specs: list, l2_bytes: int, budget_s: float) -> TimedRuns:
+        timed = self._call("time", shape, seeds, output_specs, l2_bytes, budget_s)
+        timed.outputs = [tuple(t.clone() for t in outputs) for outputs in timed.outputs]
+        return timed
 
     def close(self) -> None:
         self._worker.stop()
@@ -82,22 +95,51 @@ class WorkerSolution:
 
 
 class _Worker:
-    def __init__(self, device: Device):
+    def __init__(self, device: Device, limits: dict | None = None):
         ctx = mp.get_context("spawn")
         self.scratch = Path(tempfile.mkdtemp(prefix="kerneldojo-worker-"))
-        self.requests, self.replies = ctx.Queue(), ctx.Queue()
+        limits = limits or {}
+        self.cgroup = isolation.Cgroup(int(limits.get("memory", isolation.MEMORY_CAP_BYTES)),
+                                       int(limits.get("processes", isolation.PROCESSES_CAP)))
+        control, worker_control = ctx.Pipe()
+        self.handle = isolation.WorkerHandle(control)
+        plan = isolation.plan(self.scratch, device.mode == "gpu", worker_control, self.cgroup)
+        # Replies travel over a pipe, not a queue: a queue's put starts a feeder thread in the worker,
+        # which the threads-left-running check would have to tell apart from the submission's.
+        self.requests, (receiving, sending) = ctx.Queue(), ctx.Pipe(duplex=False)
+        self.replies = _PipeReplies(receiving, sending)
+        self.sequence = 0
         device_spec = str(device.torch_device) if device.mode == "gpu" else "cpu"
         self.process = ctx.Process(
-            target=_worker_main, args=(self.requests, self.replies, device_spec, str(self.scratch)), daemon=True
+            target=_worker_main, args=(self.requests, self.replies, device_spec, str(self.scratch)),
+            kwargs={"plan": plan}, daemon=True,
         )
         self.process.start()
+        worker_control.close()
+
+    def stage(self, build: Build) -> Build:
+        """Copy the build into the scratch folder: the worker sees neither the build cache nor other builds."""
+        folder = self.scratch / "build"
+        folder.mkdir(exist_ok=True)
+        source = folder / build.source_path.name
+        if build.source_path.exists():
+            shutil.copyfile(build.source_path, source)
+        libraries = {}
+        for dtype, library in build.libraries.items():
+            (folder / dtype).mkdir(exist_ok=True)
+            libraries[dtype] = shutil.copyfile(library, folder / dtype / library.name)
+        return dataclasses.replace(build, source_path=source, libraries=libraries)
+
+    def protections(self) -> dict:
+        return self.handle.protections()
 
     def call(self, op: str, args: tuple, limit_s: float):
-        self.requests.put((op, args))
+        self.sequence += 1
+        self.requests.put((self.sequence, op, args))
         deadline = time.monotonic() + limit_s
         while True:
             try:
-                kind, payload = self.replies.get(timeout=0.1)
+                sequence, kind, payload = self.replies.get(timeout=0.1)
                 break
             except queue.Empty:
                 if not self.process.is_alive():
@@ -111,6 +153,9 @@ class _Worker:
                     self.stop()
                     raise SubmissionTimeout(f"{op} ran past its {limit_s:g} s limit; the worker was killed{tail}"
                                             ) from None
+        if sequence != self.sequence:  # a second reply to an earlier request: someone else wrote one
+            detail = f"a reply to request {sequence} came while request {self.sequence} ({op}) was pending"
+            raise Flagged({"timing_channel": message("timing_channel", detail)})
         if kind == "ok":
             return payload
         raise {"compile_error": CompileError, "runtime_error": SubmissionError, "wrong": WrongOutput}[kind](payload)
@@ -123,35 +168,59 @@ class _Worker:
         return ""
 
     def _tail_note(self) -> str:
+        cgroup = getattr(self, "cgroup", None)  # the docker backend shares this method, not the cgroup
+        notes = "".join(f"\n{note}" for note in cgroup.notes()) if cgroup is not None else ""
         tail = self.output_tail().strip()
-        return f"\nlast output of the submission:\n{tail[-OUTPUT_TAIL_CHARS:]}" if tail else ""
+        return notes + (f"\nlast output of the submission:\n{tail[-OUTPUT_TAIL_CHARS:]}" if tail else "")
 
     def stop(self) -> None:
         self._kill()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def _kill(self) -> None:
-        # Single use: no graceful exit to wait for. The worker leads its own process group, so this
-        # also ends whatever the submission started.
+        # Single use: no graceful exit to wait for. The worker is pid 1 of its own pid namespace
+        # where the kernel allows one (killing it ends everything inside), and is in a cgroup where
+        # one could be made; the process group catches the rest.
+        self.handle.kill(self.process.is_alive())
+        self.cgroup.kill()
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
         # Reap it off the critical path; the exit code is read only after a death or a timeout.
-        threading.Thread(target=self.process.join, args=(10,), daemon=True).start()
+        threading.Thread(target=self._reap, daemon=True).start()
+
+    def _reap(self) -> None:
+        self.process.join(10)
+        self.handle.close()
+        self.cgroup.remove()
 
 
 # One spare worker per device, started ahead so that its start-up is off the step's critical path.
-_spares: dict[str, _Worker] = {}
+_spares: dict[tuple, _Worker] = {}
 _spares_lock = threading.Lock()  # the GPU pool takes workers from several threads
 
 
-def _take_worker(device: Device) -> _Worker:
-    key = str(device.torch_device)
+def _take_worker(device: Device, limits: dict | None = None) -> _Worker:
+    limits = {k: v for k, v in (limits or {}).items() if k in ("memory", "processes")}
+    key = (str(device.torch_device), tuple(sorted(limits.items())))
     with _spares_lock:
         worker = _spares.pop(key, None)
         if worker is None or not worker.process.is_alive():
-            worker = _Worker(device)
-        _spares[key] = _Worker(device)
+            worker = _Worker(device, limits)
+        _spares[key] = _Worker(device, limits)
     return worker
+
+
+@atexit.register
+def _stop_spares() -> None:
+    """At the judge's exit: spare workers and their cgroups go too (runs before multiprocessing's own)."""
+    with _spares_lock:
+        spares = list(_spares.values())
+        _spares.clear()
+    for worker in spares:
+        with contextlib.suppress(Exception):
+            worker.stop()
+            worker.process.join(5)
+            worker.cgroup.remove(attempts=20)
 
 
 def _describe_exit(code: int | None) -> str:
@@ -166,12 +235,13 @@ def _describe_exit(code: int | None) -> str:
 # Inside the worker.
 
 
-def _worker_main(requests, replies, device_spec: str, scratch: str, outputs_by_value: bool = False) -> None:
+def _worker_main(requests, replies, device_spec: str, scratch: str, outputs_by_value: bool = False,
+                 plan: isolation.Plan | None = None) -> None:
     """The request loop. `requests.get()` / `replies.put()`: queues here, a socket in `sandbox.docker`.
 
     With `outputs_by_value` (no shared memory with the judge), native entry points' outputs are sent back too.
     """
-    _harden(Path(scratch))
+    _harden(Path(scratch), plan)
     if device_spec != "cpu":  # Triton launches, events and bare synchronize() use the current device
         torch.cuda.set_device(device_spec)
     # Warm up while no submission is waiting: imports, the task library, the CUDA context.
@@ -184,12 +254,16 @@ def _worker_main(requests, replies, device_spec: str, scratch: str, outputs_by_v
         torch.empty(1, device=device_spec)
     with contextlib.suppress(Exception):  # Triton's runtime (launcher, interpreter) on a throwaway kernel
         _launch_trivial_triton_kernel(device_spec)
+    # Sending a CPU tensor starts multiprocessing's descriptor-sharing thread; start it now, so that
+    # the threads-left-running check counts it as the harness's, not the submission's.
+    resource_sharer.DupFd(os.open(os.devnull, os.O_RDONLY))
 
     solution, last = None, None
     while True:
-        op, args = requests.get()
+        sequence, op, args = requests.get()
         if op == "exit":
             return
+        reply_to = functools.partial(_reply, replies, sequence)
         try:
             if op == "load":
                 task_id, build = args
@@ -202,19 +276,38 @@ def _worker_main(requests, replies, device_spec: str, scratch: str, outputs_by_v
                 # Native entry points wrote into the judge's own output tensors; nothing to send back.
                 reply = None if solution.build.libraries and not outputs_by_value else last
             elif op == "time":
-                reply = solution.time(*args)
-            elif op == "forbidden":
-                reply = list(solution.forbidden_called)
-            replies.put(("ok", reply))
+                last = reply = solution.time(*args)  # its tensors too stay alive until the next request
+            elif op == "flags":
+                reply = dict(solution.flags)
+            reply_to("ok", reply)
         except CompileError as e:
-            replies.put(("compile_error", str(e)))
+            reply_to("compile_error", str(e))
         except WrongOutput as e:
-            replies.put(("wrong", str(e)))
+            reply_to("wrong", str(e))
         except SubmissionError as e:
-            replies.put(("runtime_error", str(e)))
+            reply_to("runtime_error", str(e))
         except Exception as e:  # a CUDA fault at the synchronize, an unpicklable output, ...
-            replies.put(("runtime_error", f"{type(e).__name__}: {e}"))
+            reply_to("runtime_error", f"{type(e).__name__}: {e}")
         sys.stdout.flush()
+
+
+def _reply(replies, sequence: int, kind: str, payload) -> None:
+    replies.put((sequence, kind, payload))
+
+
+class _PipeReplies:
+    """The queue interface (`put`, `get(timeout)`) over the two ends of a one-way pipe."""
+
+    def __init__(self, receiving, sending):
+        self.receiving, self.sending = receiving, sending
+
+    def put(self, item) -> None:
+        self.sending.send(item)
+
+    def get(self, timeout: float):
+        if not self.receiving.poll(timeout):
+            raise queue.Empty
+        return self.receiving.recv()
 
 
 def _launch_trivial_triton_kernel(device_spec: str) -> None:
@@ -231,8 +324,14 @@ def _launch_trivial_triton_kernel(device_spec: str) -> None:
         fill[(1,)](torch.empty(16, device=device_spec), BLOCK=16)
 
 
-def _harden(scratch: Path) -> None:
-    """Before any submission code runs: own process group, limits, no network, output to a file."""
+def _harden(scratch: Path, plan: isolation.Plan | None = None) -> dict:
+    """Before any submission code runs: own process group, limits, namespaces, output to a file.
+
+    With a `plan` (the process backend) the worker enters the namespaces and cgroup of
+    `sandbox.isolation`; this process then forks, and only the worker returns from here. Without
+    one (the docker backend, already boxed) it keeps to the process group, rlimits and no network.
+    Returns what is active, by name.
+    """
     os.setsid()
     os.chdir(scratch)
     for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, OUTPUT_CAP_BYTES),
@@ -241,13 +340,22 @@ def _harden(scratch: Path) -> None:
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(limit, (value, value))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the cap fails instead of killing
-    out = os.open(scratch / "output.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
-    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+
+    def redirect_output() -> None:
+        out = os.open(scratch / "output.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(out)
+        sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+        sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+
+    if plan is not None:
+        return isolation.enter(plan, redirect_output)
+    redirect_output()
     # A new network namespace has only a downed loopback: no connection leaves. Needs privilege
     # (root, or user namespaces); without it the worker runs with the host's network.
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(CLONE_NEWNET) != 0:
         os.environ["KERNELDOJO_NETWORK_ISOLATION"] = "unavailable"
+        return {"network_namespace": "unavailable"}
+    return {"network_namespace": True}
