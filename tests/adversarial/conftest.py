@@ -11,7 +11,7 @@ import pytest
 def adv_cpu_judge():
     from kerneldojo.judge import Judge
 
-    return Judge("cpu", limits={"load": 60, "run": 30, "forbidden": 10})
+    return Judge("cpu", seeds=2, limits={"load": 60, "run": 30})  # two seeds: enough for cache_by_shape
 
 
 @pytest.fixture(scope="module")
