@@ -6,34 +6,43 @@ import triton.language as tl
 
 
 @triton.jit
-def attention_row_kernel(q_ptr, k_ptr, v_ptr, out_ptr, seq, scale,
-                         HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr):
-    # One program per query row of one (batch, head). It walks all keys in BLOCK_N-row pieces with
-    # an online softmax: m is the running maximum score, total the running sum of exp(score - m), acc
-    # the running sum of exp(score - m) * v. Correct, and it never stores the score matrix, but slow:
-    # no tensor cores (the dot products are elementwise multiplies and sums), and every row re-reads
-    # all of k and v. A fast kernel gives a block a tile of rows so each k/v tile serves all of them.
-    row = tl.program_id(0)
-    head = tl.program_id(1).to(tl.int64) * seq * HEAD_DIM  # start of this (batch, head) in q, k, v, out
+def scores(q, k_base, start, seq, scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr):
+    # The (BLOCK_M, BLOCK_N) scores of this program's query rows against keys start..start+BLOCK_N-1;
+    # keys past the end get -inf, so they receive no weight.
+    n = start + tl.arange(0, BLOCK_N)
     d = tl.arange(0, HEAD_DIM)
-    q = tl.load(q_ptr + head + row * HEAD_DIM + d).to(tl.float32)
-    m = -float("inf")
-    total = 0.0
-    acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
+    k = tl.load(k_base + n[None, :] * HEAD_DIM + d[:, None], mask=(n < seq)[None, :], other=0.0)  # k^T tile
+    return tl.where((n < seq)[None, :], tl.dot(q, k) * scale, -float("inf"))
+
+
+@triton.jit
+def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, seq, scale,
+                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # One program per BLOCK_M query rows of one (batch, head). Like a three-pass softmax, it walks all
+    # keys three times, recomputing the scores tile by tile instead of storing them: once for each
+    # row's maximum, once for the sum of exp(score - max), once to accumulate softmax * v. Correct and
+    # it never stores the score matrix, but it does the Q K^T product three times and reads k three
+    # times. An online softmax (a running max and sum, rescaling the accumulator) needs one pass.
+    head = tl.program_id(1).to(tl.int64) * seq * HEAD_DIM  # start of this (batch, head) in q, k, v, out
+    m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    d = tl.arange(0, HEAD_DIM)
+    # Rows past the end load zeros (their scores are 0, harmless) and are not stored.
+    q = tl.load(q_ptr + head + m[:, None] * HEAD_DIM + d[None, :], mask=(m < seq)[:, None], other=0.0)
+    row_max = tl.full([BLOCK_M], -float("inf"), dtype=tl.float32)
     for start in range(0, seq, BLOCK_N):
+        row_max = tl.maximum(row_max, tl.max(scores(q, k_ptr + head, start, seq, scale, HEAD_DIM, BLOCK_N), axis=1))
+    row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+    for start in range(0, seq, BLOCK_N):
+        s = scores(q, k_ptr + head, start, seq, scale, HEAD_DIM, BLOCK_N)
+        row_sum += tl.sum(tl.exp(s - row_max[:, None]), axis=1)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    for start in range(0, seq, BLOCK_N):
+        p = tl.exp(scores(q, k_ptr + head, start, seq, scale, HEAD_DIM, BLOCK_N) - row_max[:, None]) / row_sum[:, None]
         n = start + tl.arange(0, BLOCK_N)
-        valid = n < seq
-        k = tl.load(k_ptr + head + n[:, None] * HEAD_DIM + d[None, :], mask=valid[:, None], other=0.0)
-        s = tl.sum(k.to(tl.float32) * q[None, :], axis=1) * scale
-        s = tl.where(valid, s, -float("inf"))  # keys past the end get no weight
-        m_new = tl.maximum(m, tl.max(s, axis=0))
-        p = tl.exp(s - m_new)
-        alpha = tl.exp(m - m_new)  # rescales what was summed under the old maximum
-        v = tl.load(v_ptr + head + n[:, None] * HEAD_DIM + d[None, :], mask=valid[:, None], other=0.0)
-        acc = acc * alpha + tl.sum(p[:, None] * v.to(tl.float32), axis=0)
-        total = total * alpha + tl.sum(p, axis=0)
-        m = m_new
-    tl.store(out_ptr + head + row * HEAD_DIM + d, (acc / total).to(out_ptr.dtype.element_ty))
+        v = tl.load(v_ptr + head + n[:, None] * HEAD_DIM + d[None, :], mask=(n < seq)[:, None], other=0.0)
+        acc += tl.dot(p.to(v.dtype), v)  # tensor cores take the probabilities in bf16
+    tl.store(out_ptr + head + m[:, None] * HEAD_DIM + d[None, :], acc.to(out_ptr.dtype.element_ty),
+             mask=(m < seq)[:, None])
 
 
 def solution(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -41,6 +50,8 @@ def solution(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(q)
     if seq == 0:
         return out
-    grid = (seq, batch * heads)
-    attention_row_kernel[grid](q, k, v, out, seq, 1.0 / math.sqrt(head_dim), HEAD_DIM=head_dim, BLOCK_N=64)
+    block_m = block_n = 32
+    grid = (triton.cdiv(seq, block_m), batch * heads)
+    attention_kernel[grid](q, k, v, out, seq, 1.0 / math.sqrt(head_dim), HEAD_DIM=head_dim, BLOCK_M=block_m,
+                           BLOCK_N=block_n)
     return out
