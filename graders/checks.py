@@ -1,8 +1,38 @@
-"""Anti-cheat checks that run while the submission is called. Each has a name and a clear message."""
+"""Anti-cheat checks. Each has a `name` (what `EvalResult.checks_fired` records) and a message that
+says what was seen and what to do instead. A check that fires makes the status `flagged`.
+
+Those that watch the submission from inside its worker (forbidden operators, tampering, threads,
+the reference, memory) are trusted code loaded before the submission; the ones that need the whole
+picture (same output, physical floor, the profile) run in the judge.
+"""
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+from pathlib import Path
+
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+MESSAGES = {
+    "forbidden_op": "the submission called {detail}, which this task forbids; do the work in your own kernel",
+    "reference_called": "the submission called the task's reference implementation; write the kernel yourself",
+    "tampering": "the submission replaced {detail}, which the judge relies on; leave torch, time and the judge alone",
+    "threads_left_running": "{detail} still running after the call returned; finish all work before returning",
+    "not_a_tensor": "output {detail} is a torch.Tensor subclass; return plain tensors that hold the values",
+    "excess_memory": "{detail}; this task forbids materialising intermediates that large",
+    "same_output": "the outputs were identical for different inputs ({detail}); the result must depend on the inputs",
+    "below_floor": "{detail} is under the physical floor for this work on this GPU; the timing cannot be real",
+    "vendor_kernel": "library kernels ran ({detail}), which this task forbids; write the kernel yourself",
+    "decoy_kernel": "{detail} of the GPU time was spent in kernels the submission did not compile",
+    "timing_channel": "{detail}; the worker's replies were out of order, as when a submission forges one",
+}
+
+
+def message(check: str, detail: str = "") -> str:
+    return f"{check}: " + MESSAGES[check].format(detail=detail)
 
 
 class ForbiddenOps(TorchDispatchMode):
@@ -28,7 +58,99 @@ class ForbiddenOps(TorchDispatchMode):
             self.called.append(op)
         return func(*args, **(kwargs or {}))
 
-    @classmethod
-    def message_for(cls, called: list[str]) -> str:
-        return (f"{cls.name}: the submission called {', '.join(called)}, which this task forbids; "
-                "do the work in your own kernel")
+
+def _guarded() -> dict[str, tuple[object, str]]:
+    """What timing and checking rely on, by name: (owner, attribute)."""
+    from kerneldojo.graders import correctness, timing
+    from kerneldojo.sandbox import runner
+
+    owners = {
+        "torch.cuda": (torch.cuda, ["synchronize", "current_stream", "Event", "Stream", "stream"]),
+        "torch.cuda.Event": (torch.cuda.Event, ["record", "elapsed_time", "synchronize", "query"]),
+        "torch.Tensor": (torch.Tensor, ["zero_", "copy_", "clone", "data_ptr", "__torch_function__"]),
+        "torch": (torch, ["equal", "empty", "full_like"]),
+        "torch.profiler": (torch.profiler, ["profile"]),
+        "time": (time, ["perf_counter", "monotonic", "sleep"]),
+        "threading": (threading, ["enumerate", "active_count"]),
+        "kerneldojo.graders.timing": (timing, [n for n in vars(timing) if callable(getattr(timing, n))
+                                               and getattr(getattr(timing, n), "__module__", "") == timing.__name__]),
+        "kerneldojo.graders.correctness": (correctness, ["check_no_aliasing", "check_outputs"]),
+        "Solution": (runner.Solution, ["run", "time", "_call_native", "_watched"]),
+        "ForbiddenOps": (ForbiddenOps, ["__torch_dispatch__", "__enter__", "__exit__"]),
+        "Tampering": (Tampering, ["changed"]),
+    }
+    return {f"{prefix}.{attr}": (owner, attr) for prefix, (owner, attrs) in owners.items() for attr in attrs}
+
+
+class Tampering:
+    """Identity of every guarded function, taken before the submission loads; `changed()` lists the
+    ones that are no longer the same object (a monkeypatched timer, synchronize or judge function)."""
+
+    name = "tampering"
+
+    def __init__(self):
+        self._watch = _guarded()
+        self._before = {name: _raw(owner, attr) for name, (owner, attr) in self._watch.items()}
+
+    def changed(self) -> list[str]:
+        return [name for name, (owner, attr) in self._watch.items() if _raw(owner, attr) is not self._before[name]]
+
+
+def _raw(owner: object, attr: str) -> object:
+    # The attribute as stored (not bound): a bound method is a new object on every access.
+    for klass in (owner.__mro__ if isinstance(owner, type) else ()):
+        if attr in vars(klass):
+            return vars(klass)[attr]
+    return getattr(owner, attr, None)
+
+
+def live_threads() -> dict[int, str]:
+    return {t.ident: t.name for t in threading.enumerate() if t.is_alive()}
+
+
+def child_processes() -> list[int]:
+    """This process's children that are still alive, as the kernel lists them."""
+    pids: list[int] = []
+    for task in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
+        try:
+            pids += [int(p) for p in task.read_text().split()]
+        except OSError:
+            continue
+    return [p for p in pids if not _is_zombie(p)]
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+class ReferenceTripwire:
+    """While active, the task's `reference` function is one that records being called."""
+
+    name = "reference_called"
+
+    def __init__(self, module):
+        self.module, self.original, self.called = module, module.reference, False
+
+        def reference(*args, **kwargs):
+            self.called = True
+            return self.original(*args, **kwargs)
+
+        self._tripwire = reference
+
+    def __enter__(self):
+        self.module.reference = self._tripwire
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.module.reference = self.original
+
+
+class Flagged(Exception):
+    """An anti-cheat check fired; `checks` are their names."""
+
+    def __init__(self, checks: dict[str, str]):
+        super().__init__("\n".join(checks.values()))
+        self.checks = checks

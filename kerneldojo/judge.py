@@ -8,15 +8,19 @@ The judge draws the seeds, makes the inputs, runs the reference and compares; on
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import math
+import os
 import platform
 import secrets
 import time
+from pathlib import Path
 
 import torch
 
 import kerneldojo
-from kerneldojo.graders.checks import ForbiddenOps
+from kerneldojo.graders.checks import Flagged, message
 from kerneldojo.graders.compile import (
     CompileError,
     check_language,
@@ -31,9 +35,9 @@ from kerneldojo.graders.correctness import (
     poisoned_like,
 )  # fmt: skip
 from kerneldojo.graders.reward import RewardConfig
-from kerneldojo.graders.roofline import floor_ms, measured_peaks
+from kerneldojo.graders.roofline import datasheet_peaks, floor_ms, measured_peaks
 from kerneldojo.graders.timing import time_calls
-from kerneldojo.result import CaseTiming, EvalResult, TimeStats, Versions
+from kerneldojo.result import CaseTiming, EvalResult, ProfileStats, TimeStats, Versions
 from kerneldojo.sandbox.device import Device, resolve_device, synchronize
 from kerneldojo.sandbox.docker import DockerConfig, DockerSolution
 from kerneldojo.sandbox.process import SubmissionTimeout, WorkerSolution
@@ -41,7 +45,16 @@ from kerneldojo.sandbox.runner import Solution, SubmissionError
 from kerneldojo.tasks import Case, Task, get_task
 
 CPU_MODE_NOTE = "CPU mode: checked with the Triton interpreter at the `small` shapes; nothing was timed, so no speedup"
-TIMING_INPUT_SETS = 3  # calls rotate over this many input sets, so no result can be cached by pointer
+# Timed calls rotate over a pool of input sets at least twice the L2 in size (within these bounds).
+POOL_SETS = (3, 64)
+POOL_BYTES_CAP = 8 << 30
+# A time under this fraction of the datasheet floor is impossible, whatever L2 absorbed of the writes.
+FLOOR_SLACK = 0.5
+# Below this share of GPU time in the submission's own kernels, something else did the work.
+MIN_OWN_SHARE = 0.1
+# Tasks that forbid any of these do their own math: cuBLAS, cuDNN or flash kernels may not run.
+LIBRARY_OPS = frozenset({"aten.mm", "aten.bmm", "aten.addmm", "aten.matmul", "aten._scaled_mm", "aten._int_mm",
+                         "aten.scaled_dot_product_attention", "aten._scaled_dot_product_flash_attention"})
 
 
 class Judge:
@@ -58,6 +71,7 @@ class Judge:
         isolation: str = "process",
         limits: dict[str, float] | None = None,
         docker: DockerConfig | None = None,
+        reference_cache: str | Path | None = "default",
     ):
         if isolation not in ("process", "docker", "none"):
             raise ValueError("isolation must be 'process' (a worker per submission), 'docker' (a container per "
@@ -71,7 +85,10 @@ class Judge:
         self.isolation = isolation
         self.limits = limits  # wall-clock seconds per worker request: load, run, time
         self.docker = docker  # isolation='docker': image, runtime, limits (default: DockerConfig())
-        self._reference_times: dict[tuple[str, str, str], TimeStats | None] = {}
+        # Reference timings, kept on disk per task, case, device and software versions; None keeps
+        # them in memory only, and deleting the file (or `refresh_reference_times`) measures anew.
+        self.reference_cache = _default_reference_cache() if reference_cache == "default" else reference_cache
+        self._reference_times: dict[str, dict | None] = self._load_reference_times()
 
     def evaluate(self, task: Task | str, source: str, language: str | None = None) -> EvalResult:
         started = time.perf_counter()
@@ -90,6 +107,10 @@ class Judge:
             result.status, result.messages = "timeout", [*result.messages, str(e)]
         except SubmissionError as e:
             result.status, result.messages = "runtime_error", [*result.messages, str(e)]
+        except Flagged as e:
+            result.status = "flagged"
+            result.checks_fired += [c for c in e.checks if c not in result.checks_fired]
+            result.messages += list(e.checks.values())
         except WrongOutput as e:
             result.status, result.mismatch = "wrong", e.mismatch
             result.messages.append(str(e))
@@ -98,7 +119,7 @@ class Judge:
         except Exception as e:  # a CUDA error surfacing at a synchronize, a bad return value, ...
             result.status = "runtime_error"
             result.messages.append(f"{type(e).__name__}: {e}")
-        result.reward = self.reward(result.status, result.speedup)
+        result.reward = self.reward(result.status, result.speedup, result.kernel_coverage)
         result.wall_s = time.perf_counter() - started
         return result
 
@@ -110,6 +131,8 @@ class Judge:
             result.status = "compiled"
             result.messages.append(f"compiled for sm_{self.device.arch}; not run: CPU mode has no GPU")
             return
+        if self.timed:  # before any submission code runs, so nothing it leaves behind can slow the reference
+            reference_times = {str(case): self._reference_times_for(task, case) for case in task.cases("bench")}
         if self.isolation == "process":
             solution = WorkerSolution(task, build, self.device, self.limits)
         elif self.isolation == "docker":
@@ -118,8 +141,10 @@ class Judge:
             solution = Solution(task, build, self.device)
         try:
             self._check(task, solution, result)
-            if result.status == "ok" and self.timed:
-                self._time(task, solution, result)
+            if self.timed:
+                self._time(task, solution, result, reference_times)
+            if flags := solution.flags:
+                raise Flagged(flags)
         finally:
             solution.close()
         if self.device.mode == "cpu":
@@ -130,6 +155,7 @@ class Judge:
         seeds = [secrets.randbits(31) for _ in range(self.seeds)]
         worst = 0.0
         for case in cases:
+            seen: list[tuple[tuple, tuple]] = []  # (outputs, expected) per seed, for the same-output check
             for seed in seeds:
                 inputs = task.reference.make_inputs(case.shape, seed, self.device.torch_device)
                 pristine = tuple(t.clone() for t in inputs)
@@ -138,48 +164,129 @@ class Judge:
                 synchronize(self.device)
                 check_inputs_unchanged(pristine, inputs, str(case))
                 worst = max(worst, check_outputs(got, expected, task.tolerance(case.dtype), str(case)))
+                _check_same_output(seen, got, expected, str(case))
                 result.cases_checked += 1
         result.max_abs_error = worst
-        if solution.forbidden_called:
-            result.status = "flagged"
-            result.checks_fired.append(ForbiddenOps.name)
-            result.messages.append(ForbiddenOps.message_for(solution.forbidden_called))
 
-    def _time(self, task: Task, solution: Solution, result: EvalResult) -> None:
-        peaks = measured_peaks(self.device.torch_device)
+    def _time(self, task: Task, solution: Solution, result: EvalResult, reference_times: dict) -> None:
+        peaks, sheet = measured_peaks(self.device.torch_device), datasheet_peaks(self.device.name)
         for case in task.cases("bench"):
-            shape = case.shape
-            arg_sets = [task.reference.make_inputs(shape, secrets.randbits(31), self.device.torch_device)
-                        for _ in range(TIMING_INPUT_SETS)]
-            output_sets = [poisoned_like(task.expected(*a)) for a in arg_sets]
-            stats = solution.time(arg_sets, shape, output_sets, self.device.l2_bytes, self.timing_budget_s)
+            shape, device = case.shape, self.device.torch_device
+            template = task.expected(*task.reference.make_inputs(shape, 0, device))
+            set_bytes = sum(t.nbytes for t in task.reference.make_inputs(shape, 0, device)) + sum(
+                t.nbytes for t in template)
+            sets = _pool_size(set_bytes, self.device.l2_bytes)
+            timed = solution.time(shape, [secrets.randbits(31) for _ in range(sets)],
+                                  [(tuple(t.shape), t.dtype) for t in template], self.device.l2_bytes,
+                                  self.timing_budget_s)
+            self._recheck_timed_outputs(task, case, timed)
             flops, moved = task.reference.flops(shape), task.reference.bytes_moved(shape)
-            result.timings.append(CaseTiming(
-                case=str(case), submission=stats,
-                eager=self._reference_time(task, case, "eager", arg_sets),
-                compiled=self._reference_time(task, case, "compiled", arg_sets),
+            eager, compiled = reference_times[str(case)]
+            timing = CaseTiming(
+                case=str(case), submission=timed.stats, profile=timed.profile, eager=eager, compiled=compiled,
                 floor_ms=floor_ms(flops, moved, case.dtype, peaks),
-            ))  # fmt: skip
-            del arg_sets, output_sets
+            )  # fmt: skip
+            result.timings.append(timing)
+            _check_timing(task, timing, floor_ms(flops, moved, case.dtype, sheet), solution)
+            del template, timed
         result.timed = True
         result.speedup = _geomean([t.speedup for t in result.timings])
         result.speedup_vs_compile = _geomean([t.speedup_vs_compile for t in result.timings])
         result.roofline_fraction = _geomean([t.roofline_fraction for t in result.timings])
+        shares = [t.profile.own_share for t in result.timings if t.profile and t.profile.own_share is not None]
+        result.kernel_coverage = min(shares) if shares else None
 
-    def _reference_time(self, task: Task, case: Case, kind: str, arg_sets: list) -> TimeStats | None:
-        key = (task.id, str(case), kind)
+    def _recheck_timed_outputs(self, task: Task, case: Case, timed) -> None:
+        """The last output of each input set, against the reference on the content that set held last."""
+        for seed, got in zip(timed.seeds, timed.outputs):
+            if not got:  # this set never ran (a budget shorter than the pool)
+                continue
+            expected = task.expected(*task.reference.make_inputs(case.shape, seed, self.device.torch_device))
+            check_outputs(got, expected, task.tolerance(case.dtype), f"{case}, a timed run")
+
+    def _reference_times_for(self, task: Task, case: Case) -> tuple[TimeStats | None, TimeStats | None]:
+        return tuple(self._reference_time(task, case, kind) for kind in ("eager", "compiled"))
+
+    def _reference_time(self, task: Task, case: Case, kind: str) -> TimeStats | None:
+        if kind == "compiled" and not self.time_compiled_reference:
+            return None
+        key = _reference_key(task, case, kind, self.device.name)
         if key not in self._reference_times:
-            if kind == "compiled" and not self.time_compiled_reference:
-                return None
             try:
                 fn = task.reference.reference if kind == "eager" else _compiled_reference(task.id)
-                self._reference_times[key] = self._time_calls([functools.partial(fn, *a) for a in arg_sets])
+                arg_sets = [task.reference.make_inputs(case.shape, secrets.randbits(31), self.device.torch_device)
+                            for _ in range(POOL_SETS[0])]
+                self._reference_times[key] = self._time_calls([functools.partial(fn, *a) for a in arg_sets]
+                                                              ).model_dump()
             except Exception:  # torch.compile can fail on a platform; the eager figure still stands
                 self._reference_times[key] = None
-        return self._reference_times[key]
+            self._save_reference_times()
+        stored = self._reference_times[key]
+        return TimeStats(**stored) if stored else None
+
+    def refresh_reference_times(self) -> None:
+        self._reference_times = {}
+        self._save_reference_times()
+
+    def _load_reference_times(self) -> dict:
+        try:
+            return json.loads(Path(self.reference_cache).read_text()) if self.reference_cache else {}
+        except (OSError, ValueError):
+            return {}
+
+    def _save_reference_times(self) -> None:
+        if not self.reference_cache:
+            return
+        path = Path(self.reference_cache)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self._reference_times, indent=0, sort_keys=True))
+        tmp.replace(path)  # atomic: a judge killed mid-write leaves the old file
 
     def _time_calls(self, calls) -> TimeStats:
         return time_calls(calls, self.device.torch_device, self.device.l2_bytes, budget_s=self.timing_budget_s)
+
+
+def _pool_size(set_bytes: int, l2_bytes: int) -> int:
+    lo, hi = POOL_SETS
+    wanted = math.ceil(2 * l2_bytes / max(set_bytes, 1))
+    return max(lo, min(hi, wanted, POOL_BYTES_CAP // max(set_bytes, 1)))
+
+
+def _check_same_output(seen: list, got: tuple, expected: tuple, case: str) -> None:
+    for other_got, other_expected in seen:
+        same = all(torch.equal(a, b) for a, b in zip(got, other_got))
+        if same and not all(torch.equal(a, b) for a, b in zip(expected, other_expected)):
+            raise Flagged({"same_output": message("same_output", case)})
+    seen.append((got, expected))
+
+
+def _check_timing(task: Task, timing: CaseTiming, sheet_floor_ms: float | None, solution) -> None:
+    """The judge's checks on one case's timing: physical floor, vendor kernels, who did the work."""
+    fired = {}
+    if sheet_floor_ms and timing.scored_ms < FLOOR_SLACK * sheet_floor_ms:
+        detail = f"{timing.case}: {timing.scored_ms * 1e3:.2f} µs against a floor of {sheet_floor_ms * 1e3:.2f} µs"
+        fired["below_floor"] = message("below_floor", detail)
+    profile: ProfileStats | None = timing.profile
+    if profile:
+        vendor = [k.name[:60] for k in profile.kernels if k.vendor]
+        if vendor and LIBRARY_OPS & set(task.spec.forbidden):
+            fired["vendor_kernel"] = message("vendor_kernel", "; ".join(vendor[:3]))
+        if profile.own_share is not None and profile.own_share < MIN_OWN_SHARE:
+            fired["decoy_kernel"] = message("decoy_kernel", f"{1 - profile.own_share:.0%}")
+    if fired:
+        raise Flagged(fired)
+
+
+def _reference_key(task: Task, case: Case, kind: str, device_name: str) -> str:
+    v = versions()
+    source = hashlib.sha256(task.reference_source.encode()).hexdigest()[:16]
+    return "|".join([task.id, str(case), kind, device_name, v.torch, v.triton or "-", v.kerneldojo, source])
+
+
+def _default_reference_cache() -> Path:
+    root = os.environ.get("KERNELDOJO_CACHE") or Path.home() / ".cache" / "kerneldojo"
+    return Path(root) / "reference_times.json"
 
 
 @functools.cache

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 Status = Literal["ok", "compiled", "compile_error", "runtime_error", "timeout", "wrong", "flagged"]
 STATUS_MEANING: dict[str, str] = {
@@ -43,24 +43,50 @@ class TimeStats(BaseModel):
     runs: int
 
 
+class KernelRecord(BaseModel):
+    name: str
+    own: bool = Field(description="compiled by the submission (not torch's or a library's)")
+    vendor: bool = Field(False, description="a math library's kernel (cuBLAS, cuDNN, CUTLASS in cuBLAS, ...)")
+    launches: int
+    ms_per_call: float
+
+
+class ProfileStats(BaseModel):
+    """From the CUPTI records of a window of calls (torch.profiler), every stream included."""
+
+    calls: int
+    kernel_ms: float = Field(description="GPU time per call summed over all kernels and streams")
+    busy_ms: float = Field(description="time per call the GPU ran any kernel (overlaps counted once)")
+    launches_per_call: float
+    streams: int
+    own_share: float | None = Field(description="share of kernel time in kernels the submission compiled")
+    kernels: list[KernelRecord] = Field([], description="the largest kernels by time")
+
+
 class CaseTiming(BaseModel):
     case: str
-    submission: TimeStats
+    submission: TimeStats = Field(description="CUDA events around each call, cold L2, device synchronized")
+    profile: ProfileStats | None = None
     eager: TimeStats | None = None
     compiled: TimeStats | None = Field(None, description="the reference under torch.compile")
     floor_ms: float | None = Field(None, description="max(flops / peak flops, bytes / peak bandwidth), measured peaks")
 
     @property
+    def scored_ms(self) -> float:
+        """The more conservative of the event median and the profiled busy time per call."""
+        return max(self.submission.median_ms, self.profile.busy_ms if self.profile else 0.0)
+
+    @property
     def speedup(self) -> float | None:
-        return self.eager.median_ms / self.submission.median_ms if self.eager else None
+        return self.eager.median_ms / self.scored_ms if self.eager else None
 
     @property
     def speedup_vs_compile(self) -> float | None:
-        return self.compiled.median_ms / self.submission.median_ms if self.compiled else None
+        return self.compiled.median_ms / self.scored_ms if self.compiled else None
 
     @property
     def roofline_fraction(self) -> float | None:
-        return self.floor_ms / self.submission.median_ms if self.floor_ms else None
+        return self.floor_ms / self.scored_ms if self.floor_ms else None
 
 
 class Versions(BaseModel):
@@ -88,7 +114,8 @@ class EvalResult(BaseModel):
     speedup: float | None = Field(None, description="geometric mean over bench cases of eager / submission")
     speedup_vs_compile: float | None = None
     roofline_fraction: float | None = Field(None, description="geometric mean of floor / submission")
-    profile: list[dict] = Field([], description="per-kernel records of the timed window (not yet collected)")
+    kernel_coverage: float | None = Field(
+        None, description="share of profiled GPU time in kernels the submission compiled (smallest over bench cases)")
     checks_fired: list[str] = []
     compile_s: float = 0.0
     wall_s: float = 0.0

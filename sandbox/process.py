@@ -274,7 +274,9 @@ def _worker_main(requests, replies, device_spec: str, scratch: str, outputs_by_v
                 if device_spec != "cpu":
                     torch.cuda.synchronize()
                 # Native entry points wrote into the judge's own output tensors; nothing to send back.
-                reply = None if solution.build.libraries and not outputs_by_value else last
+                # Plain tensors only: a subclass would run its own code in the judge (flagged in `solution`).
+                reply = None if solution.build.libraries and not outputs_by_value else tuple(
+                    t.as_subclass(torch.Tensor) if isinstance(t, torch.Tensor) else t for t in last)
             elif op == "time":
                 last = reply = solution.time(*args)  # its tensors too stay alive until the next request
             elif op == "flags":

@@ -11,18 +11,29 @@ import functools
 import importlib.util
 import itertools
 import os
+import secrets
 import sys
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch import Tensor
 
-from kerneldojo.graders.checks import ForbiddenOps
+from kerneldojo.graders.checks import (
+    ForbiddenOps,
+    ReferenceTripwire,
+    Tampering,
+    child_processes,
+    live_threads,
+    message,
+)  # fmt: skip
 from kerneldojo.graders.compile import Build, CompileError
-from kerneldojo.graders.correctness import check_no_aliasing
+from kerneldojo.graders.correctness import check_no_aliasing, poisoned_like
+from kerneldojo.graders.profile import native_kernel_names, profile_calls, summarize_profile, triton_kernel_names
 from kerneldojo.graders.timing import time_calls
-from kerneldojo.result import TimeStats
+from kerneldojo.result import ProfileStats, TimeStats
 from kerneldojo.tasks import Task, case_label
 from kerneldojo.tasks.spec import STRIDE_PARAM
 
@@ -36,21 +47,43 @@ class SubmissionError(Exception):
     """The submission raised; the message is its traceback, cut to the submission's own frames."""
 
 
+PROFILED_CALLS = 10
+
+
+@dataclass
+class TimedRuns:
+    """What the harness reports from a timing request: the judge rechecks `outputs[k]` against the
+    reference on `make_inputs(shape, seeds[k])`, the content input set k last held."""
+
+    stats: TimeStats
+    profile: ProfileStats | None
+    seeds: list[int]
+    outputs: list[tuple]
+
+
 class Solution:
     """A loaded submission: `run(inputs, shape, outputs)` returns its output tensors as a tuple.
 
     `outputs` are judge-allocated, poisoned tensors; native (cuda/cute) entry points write into
-    them, Python submissions return their own.
+    them, Python submissions return their own. Checked runs (`watch=True`) are watched by the
+    anti-cheat checks that live here; what they see collects in `flags` (check name -> message).
     """
 
     def __init__(self, task: Task, build: Build, device: Device):
         self.task, self.build, self.device = task, build, device
+        self.flags: dict[str, str] = {}
         self._module_name: str | None = None
+        # Taken before any submission code runs: what is alive and which functions are the real ones.
         self._forbidden = ForbiddenOps(task.spec.forbidden)
+        self._tampering = Tampering()
+        self._threads, self._children = live_threads(), set(child_processes())
+        self._tripwire = ReferenceTripwire(task.reference)
         if build.language in ("triton", "python"):
-            self._fn = self._import_python()
+            with self._tripwire:
+                self._fn = self._import_python()
         else:
             self._entries = {dtype: self._load_native(lib) for dtype, lib in build.libraries.items()}
+        self._inspect(())
 
     @property
     def forbidden_called(self) -> list[str]:
@@ -59,8 +92,7 @@ class Solution:
 
     def run(self, inputs: tuple[torch.Tensor, ...], shape: dict, outputs: tuple[torch.Tensor, ...], watch=True):
         if watch:
-            with self._forbidden:
-                return self.run(inputs, shape, outputs, watch=False)
+            return self._watched(inputs, shape, outputs)
         if self.build.language in ("triton", "python"):
             try:
                 with interpreter(self.device.mode == "cpu"):
@@ -79,10 +111,92 @@ class Solution:
         self._call_native(inputs, shape, outputs)
         return outputs
 
-    def time(self, arg_sets: list[tuple], shape: dict, output_sets: list[tuple], l2_bytes: int, budget_s: float,
-             ) -> TimeStats:
-        calls = [functools.partial(self.run, a, shape, o, watch=False) for a, o in zip(arg_sets, output_sets)]
-        return time_calls(calls, self.device.torch_device, l2_bytes, budget_s=budget_s)
+    def _watched(self, inputs: tuple, shape: dict, outputs: tuple) -> tuple:
+        gpu = self.device.mode == "gpu"
+        if gpu:
+            torch.cuda.synchronize(self.device.torch_device)
+            torch.cuda.reset_peak_memory_stats(self.device.torch_device)
+            allocated = torch.cuda.memory_allocated(self.device.torch_device)
+        with self._forbidden, self._tripwire:
+            result = self.run(inputs, shape, outputs, watch=False)
+        if gpu:
+            torch.cuda.synchronize(self.device.torch_device)
+            self._check_memory(shape, result, torch.cuda.max_memory_allocated(self.device.torch_device) - allocated)
+        self._inspect(result)
+        return result
+
+    def _inspect(self, result: tuple) -> None:
+        """The checks that look at the process after submission code ran."""
+        found = {}
+        if self._forbidden.called:
+            found["forbidden_op"] = ", ".join(self._forbidden.called)
+        if self._tripwire.called:
+            found["reference_called"] = ""
+        if changed := self._tampering.changed():
+            found["tampering"] = ", ".join(changed)
+        threads = [name for ident, name in live_threads().items() if ident not in self._threads]
+        children = set(child_processes()) - self._children
+        if threads or children:
+            found["threads_left_running"] = " and ".join(
+                f"{len(these)} {what}{'s' * (len(these) > 1)} ({', '.join(map(str, sorted(these)))})"
+                for these, what in ((threads, "thread"), (children, "child process")) if these)
+        subclasses = [str(i) for i, t in enumerate(result) if isinstance(t, torch.Tensor) and type(t) is not Tensor]
+        if subclasses:
+            found["not_a_tensor"] = ", ".join(subclasses)
+        for check, detail in found.items():
+            self.flags.setdefault(check, message(check, detail))
+
+    def _check_memory(self, shape: dict, result: tuple, peak_bytes: int) -> None:
+        """Only memory torch allocates is seen: Python submissions' buffers, not a native cudaMalloc."""
+        limit = getattr(self.task.reference, "max_scratch_bytes", None)
+        if limit is None or self.build.libraries:
+            return
+        scratch = peak_bytes - sum(t.nbytes for t in result if isinstance(t, torch.Tensor))
+        if scratch > limit(shape):
+            detail = (f"one call allocated {scratch / 2**20:.1f} MiB besides its outputs, over this case's "
+                      f"{limit(shape) / 2**20:.1f} MiB")
+            self.flags.setdefault("excess_memory", message("excess_memory", detail))
+
+    def time(self, shape: dict, seeds: list[int], output_specs: list[tuple], l2_bytes: int, budget_s: float,
+             ) -> TimedRuns:
+        """Time calls over a pool of input sets; a set that comes round again first gets new content
+        (new seed, same memory), so no result can be reused by pointer or by content. Then profile
+        one call on each of up to PROFILED_CALLS freshly refilled sets."""
+        device, make = self.device.torch_device, self.task.reference.make_inputs
+        seeds = list(seeds)
+        sets = [make(shape, seed, device) for seed in seeds]
+        templates = tuple(torch.empty(size, dtype=dtype, device=device) for size, dtype in output_specs)
+        out_sets = [poisoned_like(templates) for _ in seeds]
+        last: list[tuple] = [()] * len(seeds)
+
+        def call(k: int) -> None:
+            last[k] = self.run(sets[k], shape, out_sets[k], watch=False)
+
+        def refill(k: int) -> None:
+            seeds[k] = secrets.randbits(31)
+            for tensor, fresh in zip(sets[k], make(shape, seeds[k], device)):
+                tensor.copy_(fresh)
+            out_sets[k] = poisoned_like(templates)
+
+        def prepare(i: int) -> None:
+            if i >= len(sets):
+                refill(i % len(sets))
+
+        calls = [functools.partial(call, k) for k in range(len(sets))]
+        stats = time_calls(calls, device, l2_bytes, budget_s=budget_s, prepare=prepare)
+        profiled = min(PROFILED_CALLS, len(sets))
+        for k in range(profiled):
+            refill(k)
+        kernels = profile_calls(calls[:profiled], device)
+        profile = summarize_profile(kernels, profiled, self._own_kernels())
+        self._inspect(())
+        return TimedRuns(stats, profile, seeds, last)
+
+    def _own_kernels(self) -> set[str]:
+        names = triton_kernel_names(self._module_name) if self._module_name else set()
+        for library in self.build.libraries.values():
+            names |= native_kernel_names(library)
+        return names
 
     def close(self) -> None:
         if self._module_name:

@@ -1,0 +1,159 @@
+"""Each anti-cheat check: a submission or a record that makes it fire, and honest ones it ignores.
+
+Checks that need a GPU's profile or timing are tested here on hand-built records; the exploit suite
+(tests/adversarial) drives them end to end on the device."""
+
+import pytest
+import submissions as subs
+import torch
+
+from kerneldojo.graders.checks import Flagged, Tampering
+from kerneldojo.graders.profile import KernelInterval, _demangled_base, kernel_base_name, summarize_profile
+from kerneldojo.judge import _check_same_output, _check_timing, _pool_size
+from kerneldojo.result import CaseTiming, ProfileStats, TimeStats
+from kerneldojo.tasks import get_task
+
+FIRES = {
+    "tampering": "import torch\ntorch.cuda.synchronize = lambda *a: None\n" + subs.VECTOR_ADD_TRITON,
+    "threads_left_running": ("import threading, time\n" + subs.VECTOR_ADD_TRITON
+                             + "\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"),
+    "reference_called": ("from kerneldojo.tasks import get_task\n\ndef solution(x, y):\n"
+                         "    return get_task('vector_add').reference.reference(x, y)\n"),
+    "not_a_tensor": ("import torch\n\nclass Lazy(torch.Tensor):\n    pass\n\n"
+                     "def solution(x, y):\n    return (x + y).as_subclass(Lazy)\n"),
+}
+
+
+@pytest.fixture(scope="module")
+def judge():
+    from kerneldojo.judge import Judge
+
+    return Judge("cpu", limits={"load": 60, "run": 20})
+
+
+@pytest.mark.parametrize("check", FIRES)
+def test_check_fires_and_scores_below_an_honest_failure(judge, check):
+    result = judge.evaluate("vector_add", FIRES[check], "python")
+    assert result.status == "flagged" and check in result.checks_fired, result.messages
+    assert result.reward < judge.reward.failure
+    assert any(m.startswith(f"{check}: ") for m in result.messages)
+
+
+def test_child_process_left_running_is_flagged(judge):
+    source = "import subprocess\n\ndef solution(x, y):\n    subprocess.Popen(['sleep', '30'])\n    return x + y\n"
+    result = judge.evaluate("vector_add", source, "python")
+    assert result.status == "flagged" and "threads_left_running" in result.checks_fired
+    assert any("child process" in m for m in result.messages)
+
+
+def test_forged_reply_is_caught(judge):
+    # Finds the worker's reply channel and answers the run itself, before the harness does.
+    source = '''
+import gc
+import sys
+
+def solution(x, y):
+    out = x + y
+    for obj in gc.get_objects():
+        if type(obj).__name__ == "_PipeReplies":
+            frame = sys._getframe(1)
+            while frame and "sequence" not in frame.f_locals:
+                frame = frame.f_back
+            obj.put((frame.f_locals["sequence"], "ok", (out,)))
+    return out
+'''
+    result = judge.evaluate("vector_add", source, "python")
+    assert result.status == "flagged" and result.checks_fired == ["timing_channel"], result.messages
+
+
+def test_honest_threads_joined_before_return_are_fine(judge):
+    source = subs.VECTOR_ADD_TRITON.replace("def solution(", "def add_all(") + (
+        "\nimport threading\n\ndef solution(x, y):\n    got = []\n"
+        "    t = threading.Thread(target=lambda: got.append(add_all(x, y)))\n    t.start()\n    t.join()\n"
+        "    return got[0]\n")
+    assert judge.evaluate("vector_add", source, "python").status == "ok"
+
+
+def test_tampering_sees_a_replaced_function_and_nothing_else():
+    watch = Tampering()
+    assert watch.changed() == []
+    original = torch.cuda.Event.elapsed_time
+    try:
+        torch.cuda.Event.elapsed_time = lambda self, other: 0.001
+        assert watch.changed() == ["torch.cuda.Event.elapsed_time"]
+    finally:
+        torch.cuda.Event.elapsed_time = original
+    assert watch.changed() == []
+
+
+def test_same_output_for_different_inputs():
+    a, b = torch.zeros(4), torch.ones(4)
+    seen = []
+    _check_same_output(seen, (a,), (a,), "n=4")
+    _check_same_output(seen, (b,), (b,), "n=4")  # different inputs, different outputs: silent
+    with pytest.raises(Flagged, match="same_output"):
+        _check_same_output(seen, (a.clone(),), (torch.full((4,), 2.0),), "n=4")
+    _check_same_output([(a, a)], (a,), (a,), "n=4")  # the reference itself agrees: silent
+
+
+def _timing(median_ms: float, profile: ProfileStats | None = None) -> CaseTiming:
+    stats = TimeStats(median_ms=median_ms, mean_ms=median_ms, min_ms=median_ms, max_ms=median_ms, iqr_ms=0, runs=10)
+    return CaseTiming(case="n=1", submission=stats, profile=profile)
+
+
+def _profile(kernels: list[KernelInterval], own: set[str]) -> ProfileStats:
+    return summarize_profile(kernels, calls=1, own_names=own)
+
+
+def test_below_floor_fires_only_under_half_the_datasheet_floor():
+    task = get_task("vector_add")
+    _check_timing(task, _timing(0.6), 1.0, None)
+    with pytest.raises(Flagged, match="below_floor"):
+        _check_timing(task, _timing(0.4), 1.0, None)
+
+
+def test_profile_busy_time_is_scored_when_events_missed_a_side_stream():
+    side = [KernelInterval("void add_kernel<float>(float const*)", 7, 0, 2_000_000)]
+    timing = _timing(0.01, _profile(side, {"add_kernel"}))
+    assert timing.scored_ms == pytest.approx(2.0)
+    _check_timing(get_task("vector_add"), timing, 0.001, None)
+
+
+def test_vendor_kernel_fires_where_the_task_forbids_library_math():
+    gemm = [KernelInterval("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", 7, 0, 1_000_000),
+            KernelInterval("my_gemm", 7, 1_000_000, 1_100_000)]
+    timing = _timing(1.2, _profile(gemm, {"my_gemm"}))
+    with pytest.raises(Flagged, match="vendor_kernel"):
+        _check_timing(get_task("matmul"), timing, 0.1, None)
+    _check_timing(get_task("vector_add"), _timing(1.2, _profile(gemm[1:], {"my_gemm"})), 0.1, None)
+
+
+def test_decoy_fires_when_the_submission_kernels_did_little_of_the_work():
+    work = [KernelInterval("void at::native::vectorized_elementwise_kernel<4>(int)", 7, 0, 1_000_000),
+            KernelInterval("decoy", 7, 1_000_000, 1_010_000)]
+    with pytest.raises(Flagged, match="decoy_kernel"):
+        _check_timing(get_task("vector_add"), _timing(1.0, _profile(work, {"decoy"})), 0.01, None)
+    honest = [KernelInterval("void at::native::fill_kernel(int)", 7, 0, 10_000),
+              KernelInterval("add_kernel", 7, 10_000, 1_000_000)]
+    _check_timing(get_task("vector_add"), _timing(1.0, _profile(honest, {"add_kernel"})), 0.01, None)
+
+
+def test_profile_summary_counts_overlap_once_and_sums_streams():
+    kernels = [KernelInterval("a", 1, 0, 1_000_000), KernelInterval("b", 2, 500_000, 1_500_000),
+               KernelInterval("a", 1, 2_000_000, 3_000_000)]
+    p = summarize_profile(kernels, calls=2, own_names={"a"})
+    assert p.kernel_ms == pytest.approx(1.5) and p.busy_ms == pytest.approx(1.25)
+    assert p.launches_per_call == 1.5 and p.streams == 2 and p.own_share == pytest.approx(2 / 3)
+
+
+def test_kernel_names_match_between_profile_and_cubin():
+    assert kernel_base_name("void ns::add_kernel<float, 4>(float const*, float*, long)") == "add_kernel"
+    assert kernel_base_name("softmax_kernel") == "softmax_kernel"
+    assert _demangled_base("_Z10add_kernelPKfS0_Pfl") == "add_kernel"
+    assert _demangled_base("_ZN2ns10add_kernelIfLi4EEEvPKfPfl") == "add_kernel"
+
+
+def test_timing_pool_covers_twice_the_l2_within_bounds():
+    assert _pool_size(1 << 20, 50 << 20) == 64  # small sets: capped
+    assert _pool_size(10 << 20, 50 << 20) == 10
+    assert _pool_size(4 << 30, 50 << 20) == 3  # large sets: at least three
