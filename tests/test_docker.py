@@ -145,6 +145,8 @@ def test_scratch_is_writable_and_size_limited(judge):
 
 
 def test_fork_bomb_stops_at_the_process_limit(judge):
+    # Forking a torch-sized process a hundred times takes seconds on a busy 2-core machine.
+    judge = Judge("cpu", isolation="docker", docker=judge.docker, limits={**LIMITS, "run": 90})
     source = ("import os, time\n\n"
               "def solution(x, y):\n"
               "    n = 0\n"
