@@ -21,7 +21,9 @@ import contextlib
 import ctypes
 import dataclasses
 import functools
+import io
 import os
+import pickle
 import queue
 import resource
 import shutil
@@ -97,7 +99,7 @@ class WorkerSolution:
 class _Worker:
     def __init__(self, device: Device, limits: dict | None = None):
         ctx = mp.get_context("spawn")
-        self.scratch = Path(tempfile.mkdtemp(prefix="kerneldojo-worker-"))
+        self.scratch = Path(tempfile.mkdtemp(prefix=f"kerneldojo-worker-{os.getpid()}-"))
         limits = limits or {}
         self.cgroup = isolation.Cgroup(int(limits.get("memory", isolation.MEMORY_CAP_BYTES)),
                                        int(limits.get("processes", isolation.PROCESSES_CAP)))
@@ -309,7 +311,39 @@ class _PipeReplies:
     def get(self, timeout: float):
         if not self.receiving.poll(timeout):
             raise queue.Empty
-        return self.receiving.recv()
+        return load_reply(self.receiving.recv_bytes())
+
+
+# What a reply may contain: tensors (by shared memory or CUDA IPC), the result records, plain data.
+# Plain `pickle.loads` would run any callable the worker names, inside the judge.
+_REPLY_GLOBALS = {
+    "torch.multiprocessing.reductions": {"rebuild_storage_fd", "rebuild_storage_filename", "rebuild_tensor",
+                                         "rebuild_typed_storage", "rebuild_cuda_tensor", "rebuild_storage_empty",
+                                         "rebuild_typed_storage_child"},
+    "torch": {"Size", "Tensor", "device"},
+    "torch.storage": {"UntypedStorage", "TypedStorage"},
+    "multiprocessing.resource_sharer": {"DupFd"},
+    "kerneldojo.result": {"TimeStats", "ProfileStats", "KernelRecord"},
+    "kerneldojo.sandbox.runner": {"TimedRuns"},
+    "builtins": {"set", "frozenset", "slice", "complex"},
+    "collections": {"OrderedDict"},
+}
+
+
+class _ReplyUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        if name in _REPLY_GLOBALS.get(module, ()) or (module == "torch" and isinstance(getattr(torch, name, None),
+                                                                                       torch.dtype)):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"a reply may not contain {module}.{name}")
+
+
+def load_reply(data: bytes):
+    """Unpickle a worker's reply, allowing only the globals a genuine reply uses."""
+    try:
+        return _ReplyUnpickler(io.BytesIO(data)).load()
+    except pickle.UnpicklingError as e:
+        raise Flagged({"timing_channel": message("timing_channel", str(e))}) from None
 
 
 def _launch_trivial_triton_kernel(device_spec: str) -> None:
@@ -335,6 +369,8 @@ def _harden(scratch: Path, plan: isolation.Plan | None = None) -> dict:
     Returns what is active, by name.
     """
     os.setsid()
+    if not scratch.is_dir():  # a spare stopped (the judge exited) before it started
+        os._exit(0)
     os.chdir(scratch)
     for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, OUTPUT_CAP_BYTES),
                          (resource.RLIMIT_NOFILE, OPEN_FILES_CAP), (resource.RLIMIT_CPU, CPU_SECONDS_CAP)):
