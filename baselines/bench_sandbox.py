@@ -82,7 +82,7 @@ def _snapshot() -> dict:
                    if line.startswith("VmRSS"))  # fmt: skip
     cgroups = sum(len(list(Path(root).glob(f"**/kerneldojo-worker-{me}-*"))) for root in _cgroup_roots())
     return {"fds": len(os.listdir("/proc/self/fd")), "children": len(children),
-            "scratch_dirs": len(list(temp.glob("kerneldojo-worker-*"))), "cgroups": cgroups,
+            "scratch_dirs": len(list(temp.glob(f"kerneldojo-worker-{me}-*"))), "cgroups": cgroups,
             "rss_mib": round(rss_kib / 1024, 1)}  # fmt: skip
 
 
