@@ -159,7 +159,7 @@ class Judge:
             for seed in seeds:
                 inputs = task.reference.make_inputs(case.shape, seed, self.device.torch_device)
                 pristine = tuple(t.clone() for t in inputs)
-                expected = task.expected(*pristine)
+                expected = task.expected(*pristine, shape=case.shape)
                 got = solution.run(inputs, case.shape, poisoned_like(expected))
                 synchronize(self.device)
                 check_inputs_unchanged(pristine, inputs, str(case))
@@ -172,7 +172,7 @@ class Judge:
         peaks, sheet = measured_peaks(self.device.torch_device), datasheet_peaks(self.device.name)
         for case in task.cases("bench"):
             shape, device = case.shape, self.device.torch_device
-            template = task.expected(*task.reference.make_inputs(shape, 0, device))
+            template = task.expected(*task.reference.make_inputs(shape, 0, device), shape=shape)
             set_bytes = sum(t.nbytes for t in task.reference.make_inputs(shape, 0, device)) + sum(
                 t.nbytes for t in template)
             sets = _pool_size(set_bytes, self.device.l2_bytes)
@@ -201,7 +201,8 @@ class Judge:
         for seed, got in zip(timed.seeds, timed.outputs):
             if not got:  # this set never ran (a budget shorter than the pool)
                 continue
-            expected = task.expected(*task.reference.make_inputs(case.shape, seed, self.device.torch_device))
+            inputs = task.reference.make_inputs(case.shape, seed, self.device.torch_device)
+            expected = task.expected(*inputs, shape=case.shape)
             check_outputs(got, expected, task.tolerance(case.dtype), f"{case}, a timed run")
 
     def _reference_times_for(self, task: Task, case: Case) -> tuple[TimeStats | None, TimeStats | None]:
@@ -216,8 +217,8 @@ class Judge:
                 fn = task.reference.reference if kind == "eager" else _compiled_reference(task.id)
                 arg_sets = [task.reference.make_inputs(case.shape, secrets.randbits(31), self.device.torch_device)
                             for _ in range(POOL_SETS[0])]
-                self._reference_times[key] = self._time_calls([functools.partial(fn, *a) for a in arg_sets]
-                                                              ).model_dump()
+                calls = [functools.partial(fn, *a, *task.scalars(case.shape)) for a in arg_sets]
+                self._reference_times[key] = self._time_calls(calls).model_dump()
             except Exception:  # torch.compile can fail on a platform; the eager figure still stands
                 self._reference_times[key] = None
             self._save_reference_times()

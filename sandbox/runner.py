@@ -96,7 +96,7 @@ class Solution:
         if self.build.language in ("triton", "python"):
             try:
                 with interpreter(self.device.mode == "cpu"):
-                    result = self._fn(*inputs)
+                    result = self._fn(*inputs, *self.task.scalars(shape))
             except Exception as e:
                 # Triton compiles a kernel at its first launch: its errors are compile errors.
                 if type(e).__name__ == "CompilationError" or isinstance(e.__cause__, SyntaxError):

@@ -84,10 +84,16 @@ class Task:
     def reference_source(self) -> str:
         return (self.folder / "reference.py").read_text()
 
-    def expected(self, *inputs) -> tuple:
-        """The reference's outputs for these inputs, always as a tuple."""
-        out = self.reference.reference(*inputs)
+    def expected(self, *inputs, shape: dict | None = None) -> tuple:
+        """The reference's outputs for these inputs (and the shape's scalars), always as a tuple."""
+        out = self.reference.reference(*inputs, *self.scalars(shape))
         return out if isinstance(out, tuple) else (out,)
+
+    def scalars(self, shape: dict | None) -> tuple[int, ...]:
+        """The shape's values that reference() and solution() take after the tensors (`scalars`)."""
+        if self.spec.scalars and shape is None:
+            raise TypeError(f"task {self.id} takes scalars {self.spec.scalars}: pass the shape")
+        return tuple(int(shape[name]) for name in self.spec.scalars)
 
     def allows(self, language: str) -> bool:
         return language in self.spec.languages or (language == "python" and "triton" in self.spec.languages)

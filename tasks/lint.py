@@ -59,14 +59,14 @@ def _reference_problems(task: Task) -> list[str]:
         if all(torch.equal(x, y) for x, y in zip(inputs_a, inputs_b)):
             problems.append(f"{case}: make_inputs ignores `seed`; two seeds gave the same inputs")
             continue
-        out_a = task.expected(*inputs_a)
+        out_a = task.expected(*inputs_a, shape=shape)
         if len(out_a) != len(task.spec.outputs):
             return [f"reference returns {len(out_a)} outputs; task.toml names {len(task.spec.outputs)}"]
-        if not _differs(out_a, task.expected(*inputs_b), tol):
+        if not _differs(out_a, task.expected(*inputs_b, shape=shape), tol):
             problems.append(f"{case}: reference gives the same output for two seeds")
         for i, name in enumerate(task.spec.inputs):
             mixed = tuple(inputs_b[j] if j == i else t for j, t in enumerate(inputs_a))
-            if not _differs(out_a, task.expected(*mixed), tol):
+            if not _differs(out_a, task.expected(*mixed, shape=shape), tol):
                 problems.append(f"{case}: the output does not depend on input {name!r}")
         for name, out in zip(task.spec.outputs, out_a):
             if out.numel() > 1 and float(out.double().max() - out.double().min()) <= tol.atol:

@@ -60,6 +60,10 @@ class TaskSpec(BaseModel):
         default=[], description="sizes the test set may keep at multiples of 16 (e.g. a head dimension); the linter "
         "otherwise wants an awkward value of every size"
     )
+    scalars: list[str] = Field(
+        default=[], description="sizes passed, as ints after the tensors, to reference() and solution() (e.g. a "
+        "causal flag); every shape must give them"
+    )
     cuda: CudaSpec | None = None
 
     @field_validator("forbidden")
@@ -79,6 +83,8 @@ class TaskSpec(BaseModel):
             for shape in getattr(self.shapes, set_name):
                 if "dtype" in shape:
                     raise ValueError(f"shapes.{set_name}: 'dtype' is not a size; list dtypes in `dtypes`")
+                if missing := [s for s in self.scalars if s not in shape]:
+                    raise ValueError(f"shapes.{set_name}: {shape} does not give scalar(s) {missing}")
         native = {"cuda", "cute"} & set(self.languages)
         if native and self.cuda is None:
             raise ValueError(f"languages include {sorted(native)} but there is no [cuda] signature")

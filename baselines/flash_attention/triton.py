@@ -28,10 +28,11 @@ def _configs():
 
 
 @triton.jit
-def _tile(acc, l_i, m_i, q, k_base, v_base, offs_d, lo, hi, seq, qk_scale,
-          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr):
-    # Keys lo..hi-1 in BLOCK_N tiles. Only the last tile (MASKED) may run past seq; the others need
-    # no masks at all, so their loads are plain vector loads.
+def _tile(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, lo, hi, seq, qk_scale,
+          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr):
+    # Keys lo..hi-1 in BLOCK_N tiles. Only the last tile may run past seq, and with CAUSAL only the
+    # tiles the diagonal crosses need the causal mask (MASKED); the others need no masks at all, so
+    # their loads are plain vector loads.
     offs_n = tl.arange(0, BLOCK_N)
     for start in range(lo, hi, BLOCK_N):
         n = start + offs_n
@@ -43,7 +44,10 @@ def _tile(acc, l_i, m_i, q, k_base, v_base, offs_d, lo, hi, seq, qk_scale,
         # (BLOCK_M, BLOCK_N) scores in fp32, in base-2 units; k was loaded transposed, (HEAD_DIM, BLOCK_N).
         s = tl.dot(q, k) * qk_scale
         if MASKED:
-            s = tl.where(in_range[None, :], s, -float("inf"))
+            visible = in_range[None, :]
+            if CAUSAL:
+                visible = visible & (n[None, :] <= offs_m[:, None])
+            s = tl.where(visible, s, -float("inf"))
         # Every row has seen a finite score by the first tile it processes (key `lo` is in range),
         # so m_new is finite and exp2(m_i - m_new) never meets -inf - -inf.
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
@@ -60,10 +64,10 @@ def _tile(acc, l_i, m_i, q, k_base, v_base, offs_d, lo, hi, seq, qk_scale,
     return acc, l_i, m_i
 
 
-@triton.autotune(configs=_configs(), key=["seq", "HEAD_DIM"])
+@triton.autotune(configs=_configs(), key=["seq", "HEAD_DIM", "CAUSAL"])
 @triton.jit
 def attention_fwd(q_ptr, k_ptr, v_ptr, out_ptr, seq, qk_scale,
-                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                  HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # program_id(0) walks the query tiles of one head before moving to the next head, so the programs
     # running at once share K/V, which then comes from L2.
     start_m = tl.program_id(0) * BLOCK_M
@@ -74,18 +78,27 @@ def attention_fwd(q_ptr, k_ptr, v_ptr, out_ptr, seq, qk_scale,
     m_i = tl.full([BLOCK_M], -float("inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    full = seq // BLOCK_N * BLOCK_N
-    acc, l_i, m_i = _tile(acc, l_i, m_i, q, k_ptr + head, v_ptr + head, offs_d, 0, full, seq, qk_scale,
-                          BLOCK_N, HEAD_DIM, False)
-    if full < seq:  # the partial last key tile
-        acc, l_i, m_i = _tile(acc, l_i, m_i, q, k_ptr + head, v_ptr + head, offs_d, full, seq, seq,
-                              qk_scale, BLOCK_N, HEAD_DIM, True)
+    if CAUSAL:
+        # Key tiles wholly below the diagonal need no mask; those from the diagonal's first tile to
+        # this query tile's last row do; the rest are never visited (half the work).
+        diagonal = start_m // BLOCK_N * BLOCK_N
+        acc, l_i, m_i = _tile(acc, l_i, m_i, q, k_ptr + head, v_ptr + head, offs_m, offs_d, 0, diagonal, seq,
+                              qk_scale, BLOCK_N, HEAD_DIM, False, False)
+        acc, l_i, m_i = _tile(acc, l_i, m_i, q, k_ptr + head, v_ptr + head, offs_m, offs_d, diagonal,
+                              tl.minimum(seq, start_m + BLOCK_M), seq, qk_scale, BLOCK_N, HEAD_DIM, True, True)
+    else:
+        full = seq // BLOCK_N * BLOCK_N
+        acc, l_i, m_i = _tile(acc, l_i, m_i, q, k_ptr + head, v_ptr + head, offs_m, offs_d, 0, full, seq,
+                              qk_scale, BLOCK_N, HEAD_DIM, False, False)
+        if full < seq:  # the partial last key tile
+            acc, l_i, m_i = _tile(acc, l_i, m_i, q, k_ptr + head, v_ptr + head, offs_m, offs_d, full, seq, seq,
+                                  qk_scale, BLOCK_N, HEAD_DIM, True, False)
     out = acc / l_i[:, None]
     tl.store(out_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], out.to(out_ptr.dtype.element_ty),
              mask=(offs_m < seq)[:, None])
 
 
-def solution(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def solution(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int) -> torch.Tensor:
     batch, heads, seq, head_dim = q.shape
     out = torch.empty_like(q)
     if seq == 0:
@@ -94,5 +107,5 @@ def solution(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     def grid(meta):
         return (triton.cdiv(seq, meta["BLOCK_M"]), batch * heads)
 
-    attention_fwd[grid](q, k, v, out, seq, LOG2E / math.sqrt(head_dim), HEAD_DIM=head_dim)
+    attention_fwd[grid](q, k, v, out, seq, LOG2E / math.sqrt(head_dim), HEAD_DIM=head_dim, CAUSAL=bool(causal))
     return out

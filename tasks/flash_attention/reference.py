@@ -48,14 +48,16 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -
     return out
 
 
-def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    return attention(q, k, v, causal=False)
+def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int) -> torch.Tensor:
+    return attention(q, k, v, causal=bool(causal))
 
 
 def flops(shape: dict) -> int:
     # Two products of s x s x d per head (q k^T and p v), 2 FLOPs per multiply-add; the softmax's
     # O(s^2) exponentials are not counted, as in the FlashAttention papers.
-    return 4 * shape["batch"] * shape["heads"] * shape["seq"] ** 2 * shape["head_dim"]
+    # Causal attention does about half: the keys above the diagonal are skipped.
+    full = 4 * shape["batch"] * shape["heads"] * shape["seq"] ** 2 * shape["head_dim"]
+    return full // 2 if shape["causal"] else full
 
 
 def bytes_moved(shape: dict) -> int:

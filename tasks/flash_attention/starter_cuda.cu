@@ -15,7 +15,7 @@ constexpr int kMaxPerLane = 4;  // head_dim <= 32 * 4
 // process that both define a kernel of the same name could otherwise launch each other's.
 static __global__ void attention_row_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k,
                                             const __nv_bfloat16* v, __nv_bfloat16* out,
-                                            int64_t rows, int seq, int head_dim, float scale) {
+                                            int64_t rows, int seq, int head_dim, float scale, int causal) {
     const int lane = threadIdx.x % 32;
     const int64_t row = (int64_t)blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;  // over batch*heads*seq
     if (row >= rows) return;
@@ -27,7 +27,8 @@ static __global__ void attention_row_kernel(const __nv_bfloat16* q, const __nv_b
         acc[i] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
-    for (int j = 0; j < seq; ++j) {
+    const int keys = causal ? (int)(row % seq) + 1 : seq;  // causal: query i sees keys 0..i
+    for (int j = 0; j < keys; ++j) {
         const __nv_bfloat16* kj = k + head + (int64_t)j * head_dim;
         float s = 0.0f;
         for (int i = 0; i < kMaxPerLane; ++i) {
@@ -53,10 +54,11 @@ static __global__ void attention_row_kernel(const __nv_bfloat16* q, const __nv_b
 }
 
 extern "C" void solution(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                         __nv_bfloat16* out, int batch, int heads, int seq, int head_dim, cudaStream_t stream) {
+                         __nv_bfloat16* out, int batch, int heads, int seq, int head_dim, int causal,
+                         cudaStream_t stream) {
     const int64_t rows = (int64_t)batch * heads * seq;
     if (rows <= 0) return;
     const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
     attention_row_kernel<<<(unsigned)blocks, 32 * kWarpsPerBlock, 0, stream>>>(
-        q, k, v, out, rows, seq, head_dim, 1.0f / sqrtf((float)head_dim));
+        q, k, v, out, rows, seq, head_dim, 1.0f / sqrtf((float)head_dim), causal);
 }
