@@ -147,10 +147,8 @@ def _attn_block(acc, l_i, m_i, q, k_ptrs, v_ptrs, rm, n0, seq, qk_scale,
                 BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
     # One block of keys/values starting at n0: scores, online-softmax update, P @ V.
     rn = n0 + tl.arange(0, BLOCK_N)
-    if MASKED:
-        k = tl.load(k_ptrs, mask=rn[None, :] < seq, other=0.0)                  # (HEAD_DIM, BLOCK_N)
-    else:
-        k = tl.load(k_ptrs)
+    # (HEAD_DIM, BLOCK_N); blocks wholly inside the sequence load without a mask
+    k = tl.load(k_ptrs, mask=rn[None, :] < seq, other=0.0) if MASKED else tl.load(k_ptrs)
     s = tl.dot(q, k) * qk_scale                                                # log2-domain scores
     if MASKED:
         s = tl.where((rm[:, None] >= rn[None, :]) & (rn[None, :] < seq), s, float("-inf"))
@@ -158,10 +156,7 @@ def _attn_block(acc, l_i, m_i, q, k_ptrs, v_ptrs, rm, n0, seq, qk_scale,
     p = tl.exp2(s - m_new[:, None])
     alpha = tl.exp2(m_i - m_new)
     l_i = l_i * alpha + tl.sum(p, axis=1)
-    if MASKED:
-        v = tl.load(v_ptrs, mask=rn[:, None] < seq, other=0.0)                  # (BLOCK_N, HEAD_DIM)
-    else:
-        v = tl.load(v_ptrs)
+    v = tl.load(v_ptrs, mask=rn[:, None] < seq, other=0.0) if MASKED else tl.load(v_ptrs)  # (BLOCK_N, HEAD_DIM)
     acc = acc * alpha[:, None] + tl.dot(p.to(tl.bfloat16), v)
     return acc, l_i, m_new
 
