@@ -17,6 +17,7 @@ exhaustion, and in GPU mode the judge's pid namespace is shared (CUDA IPC).
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import contextlib
 import ctypes
 import dataclasses
@@ -116,7 +117,7 @@ class _Worker:
             target=_worker_main, args=(self.requests, self.replies, device_spec, str(self.scratch)),
             kwargs={"plan": plan}, daemon=True,
         )
-        self.process.start()
+        _spawner.submit(self.process.start).result()
         worker_control.close()
 
     def stage(self, build: Build) -> Build:
@@ -195,6 +196,11 @@ class _Worker:
         self.handle.close()
         self.cgroup.remove()
 
+
+# Workers are forked from this one thread, which lives as long as the judge: a worker's parent-death
+# signal (isolation._die_with_parent) follows the *thread* that forked it, so a worker started from a
+# GPU pool's slot thread, or an RL framework's short-lived thread, would be killed when that thread ends.
+_spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kerneldojo-spawner")
 
 # One spare worker per device, started ahead so that its start-up is off the step's critical path.
 _spares: dict[tuple, _Worker] = {}

@@ -392,3 +392,24 @@ def test_a_killed_batch_keeps_what_it_finished(tmp_path):
     assert summary.skipped == len(kept) and summary.evaluated == 400 - len(kept)
     labels = [json.loads(line)["label"] for line in store.read_text().splitlines()]
     assert sorted(labels) == sorted(s.label for s in subs_all)
+
+
+def test_a_worker_outlives_the_thread_that_started_it():
+    """Workers die with the thread that forked them (parent-death signal); slot threads come and go."""
+    from kerneldojo.sandbox import process
+    from kerneldojo.sandbox.device import resolve_device
+
+    box = {}
+
+    def start():
+        box["worker"] = worker = process._Worker(resolve_device("cpu"))
+        worker.protections()  # the worker has entered its sandbox, parent-death signal set
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    thread.join()
+    time.sleep(1.0)
+    try:
+        assert box["worker"].process.is_alive()
+    finally:
+        box["worker"].stop()
