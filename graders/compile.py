@@ -76,7 +76,7 @@ def compile_submission(task: Task, source: str, language: str, arch: str) -> Bui
         folder = cache_dir() / key
         folder.mkdir(exist_ok=True)
         path = folder / "submission.py"
-        path.write_text(source)
+        _write_atomically(path, source)
         try:
             compile(source, "submission.py", "exec")
         except SyntaxError as e:
@@ -110,10 +110,18 @@ def _build_native(task: Task, source: str, language: str, arch: str) -> Build:
     return Build(language, cache_dir() / key / "submission.cu", libraries, cached=all_cached)
 
 
+def _write_atomically(path: Path, text: str) -> None:
+    """Concurrent builds of the same source (threads of a pool, other judges) never see half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
 def _run_nvcc(nvcc: str, source: str, flags: list[str], library: Path) -> None:
     library.parent.mkdir(parents=True, exist_ok=True)
-    library.with_name("submission.cu").write_text(source)
-    library.with_name("exports.map").write_text(EXPORTS_MAP)
+    _write_atomically(library.with_name("submission.cu"), source)
+    _write_atomically(library.with_name("exports.map"), EXPORTS_MAP)
     # Build beside the target and rename, so a concurrent or interrupted build never leaves half a file.
     with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
         out = Path(tmp) / "submission.so"

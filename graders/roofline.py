@@ -23,7 +23,8 @@ class Peaks:
 
 # NVIDIA H100 SXM5 and H200 SXM datasheets: 3.35 / 4.8 TB/s HBM3(e), 989 TFLOP/s dense bf16/fp16,
 # 1979 dense fp8/int8, 67 fp32. The PCIe H100 is slower: 2.0 TB/s, 756 bf16, 51 fp32.
-_H100_MATH = {"bfloat16": 989e12, "float16": 989e12, "int8": 1979e12, "float32": 67e12, "int32": 67e12 / 2}
+_H100_MATH = {"bfloat16": 989e12, "float16": 989e12, "int8": 1979e12, "float8_e4m3fn": 1979e12, "float32": 67e12,
+              "int32": 67e12 / 2}
 _DATASHEET = {
     "H200": Peaks(4.8e12, _H100_MATH),
     "H100 PCIe": Peaks(2.0e12, {k: v * 756 / 989 for k, v in _H100_MATH.items()}),
@@ -68,8 +69,21 @@ def measured_peaks(device: torch.device) -> Peaks:
             torch.backends.cuda.matmul.allow_tf32 = tf32
         flops[str(dtype).removeprefix("torch.")] = 2 * n**3 / (stats.median_ms * 1e-3)
     flops["float16"] = flops["bfloat16"]
+    flops["float8_e4m3fn"] = _scaled_mm_rate(device, l2, n)
     flops["int32"] = flops["float32"] / 2
     return Peaks(2 * (1 << 30) / (copy.median_ms * 1e-3), flops, source="measured")
+
+
+def _scaled_mm_rate(device: torch.device, l2: int, n: int) -> float:
+    """cuBLAS's fp8 (e4m3) product with per-tensor scales: b column-major, as it requires."""
+    from .timing import time_calls
+
+    g = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, generator=g, device=device).to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, generator=g, device=device).to(torch.float8_e4m3fn).t()
+    one = torch.ones((), device=device)
+    fn = functools.partial(torch._scaled_mm, a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    return 2 * n**3 / (time_calls([fn], device, l2, budget_s=0.5).median_ms * 1e-3)
 
 
 def floor_ms(flops: int, bytes_moved: int, dtype: str, peaks: Peaks | None) -> float | None:

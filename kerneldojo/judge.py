@@ -14,6 +14,7 @@ import math
 import os
 import platform
 import secrets
+import tempfile
 import time
 from pathlib import Path
 
@@ -140,9 +141,18 @@ class Judge:
         else:
             solution = Solution(task, build, self.device)
         try:
-            self._check(task, solution, result)
-            if self.timed:
-                self._time(task, solution, result, reference_times)
+            try:
+                self._check(task, solution, result)
+                if self.timed:
+                    self._time(task, solution, result, reference_times)
+            except (Flagged, SubmissionTimeout):
+                raise
+            except Exception:
+                # A check that fired explains a failure better than the failure does (a patched
+                # aliasing check, then an output the worker cannot send): flagged outranks it.
+                if flags := _flags_if_any(solution):
+                    raise Flagged(flags) from None
+                raise
             if flags := solution.flags:
                 raise Flagged(flags)
         finally:
@@ -240,12 +250,23 @@ class Judge:
             return
         path = Path(self.reference_cache)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self._reference_times, indent=0, sort_keys=True))
-        tmp.replace(path)  # atomic: a judge killed mid-write leaves the old file
+        # Merge with what other judges stored meanwhile, then replace atomically: a judge killed
+        # mid-write leaves the old file. A refresh (an empty table) starts the file afresh.
+        merged = {**self._load_reference_times(), **self._reference_times} if self._reference_times else {}
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name)
+        with os.fdopen(fd, "w") as f:
+            json.dump(merged, f, indent=0, sort_keys=True)
+        os.replace(tmp, path)
 
     def _time_calls(self, calls) -> TimeStats:
         return time_calls(calls, self.device.torch_device, self.device.l2_bytes, budget_s=self.timing_budget_s)
+
+
+def _flags_if_any(solution) -> dict[str, str]:
+    try:
+        return solution.flags
+    except Exception:  # the worker is gone: what it saw is lost with it
+        return {}
 
 
 def _pool_size(set_bytes: int, l2_bytes: int) -> int:

@@ -87,6 +87,9 @@ class WorkerSolution:
 
     def time(self, shape: dict, seeds: list[int], output_specs: list, l2_bytes: int, budget_s: float) -> TimedRuns:
         timed = self._call("time", shape, seeds, output_specs, l2_bytes, budget_s)
+        if not isinstance(timed, TimedRuns):  # the harness always sends one: something else answered
+            detail = f"the timing reply was a {type(timed).__name__}"
+            raise Flagged({"timing_channel": message("timing_channel", detail)})
         timed.outputs = [tuple(t.clone() for t in outputs) for outputs in timed.outputs]
         return timed
 

@@ -30,8 +30,8 @@ def lint_solutions(task: Task, judge) -> list[str]:
     problems = []
     sources = {f"starter_{lang}": (lang, task.starter(lang)) for lang in task.spec.languages}
     sources |= {f"baseline {lang}": (lang, p.read_text()) for lang, p in shipped_solutions(task.id).items()}
-    if "triton" not in shipped_solutions(task.id):
-        problems.append("no Triton baseline in baselines/<task>/triton.py")
+    if not any(lang in shipped_solutions(task.id) for lang in task.spec.languages):
+        problems.append(f"no baseline in baselines/<task>/ for any of the task's languages {task.spec.languages}")
     for name, (language, source) in sources.items():
         result = judge.evaluate(task, source, language)
         expected = ("ok",) if judge.device.mode == "gpu" or language in ("triton", "python") else ("compiled",)
