@@ -15,6 +15,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords and not HAS_GPU:
             item.add_marker(skip)
+    # KERNELDOJO_SHARD=i/n keeps every n-th test from the i-th: n pytest processes share one machine.
+    if shard := os.environ.get("KERNELDOJO_SHARD"):
+        index, count = (int(x) for x in shard.split("/"))
+        kept = [item for i, item in enumerate(items) if i % count == index]
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
 
 
 @pytest.fixture(scope="session")
