@@ -27,6 +27,8 @@ MESSAGES = {
     "below_floor": "{detail} is under the physical floor for this work on this GPU; the timing cannot be real",
     "vendor_kernel": "library kernels ran ({detail}), which this task forbids; write the kernel yourself",
     "decoy_kernel": "{detail} of the GPU time was spent in kernels the submission did not compile",
+    "unsynchronized_stream": "{detail}: work on another stream was not joined to the caller's stream before "
+    "returning; make the caller's stream wait for it (an event, or synchronize)",
     "timing_channel": "{detail}; the worker's replies were out of order, as when a submission forges one",
 }
 

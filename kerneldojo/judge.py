@@ -51,6 +51,9 @@ POOL_SETS = (3, 64)
 POOL_BYTES_CAP = 8 << 30
 # A time under this fraction of the datasheet floor is impossible, whatever L2 absorbed of the writes.
 FLOOR_SLACK = 0.5
+# The profile's busy time per call (no L2 flush, so if anything shorter) over the event median beyond
+# this means work ran outside the timed stream's window: a side stream left unjoined.
+UNSYNCED_SLACK = 1.25
 # Below this share of GPU time in the submission's own kernels, something else did the work.
 MIN_OWN_SHARE = 0.1
 # Tasks that forbid any of these do their own math: cuBLAS, cuDNN or flash kernels may not run.
@@ -170,7 +173,10 @@ class Judge:
                 inputs = task.reference.make_inputs(case.shape, seed, self.device.torch_device)
                 pristine = tuple(t.clone() for t in inputs)
                 expected = task.expected(*pristine, shape=case.shape)
-                got = solution.run(inputs, case.shape, poisoned_like(expected))
+                # Outputs the judge allocates hold NaN at first, then the previous seed's right answer:
+                # a kernel must write every element whatever it finds there (no skipping "done" work).
+                outputs = poisoned_like(expected) if not seen else tuple(t.clone() for t in seen[-1][1])
+                got = solution.run(inputs, case.shape, outputs)
                 synchronize(self.device)
                 check_inputs_unchanged(pristine, inputs, str(case))
                 worst = max(worst, check_outputs(got, expected, task.tolerance(case.dtype), str(case)))
@@ -290,6 +296,10 @@ def _check_timing(task: Task, timing: CaseTiming, sheet_floor_ms: float | None, 
         detail = f"{timing.case}: {timing.scored_ms * 1e3:.2f} µs against a floor of {sheet_floor_ms * 1e3:.2f} µs"
         fired["below_floor"] = message("below_floor", detail)
     profile: ProfileStats | None = timing.profile
+    if profile and profile.busy_ms > UNSYNCED_SLACK * timing.submission.median_ms + 0.005:
+        detail = (f"{timing.case}: the GPU was busy {profile.busy_ms * 1e3:.1f} µs per call, the timed stream "
+                  f"{timing.submission.median_ms * 1e3:.1f} µs")
+        fired["unsynchronized_stream"] = message("unsynchronized_stream", detail)
     if profile:
         vendor = [k.name[:60] for k in profile.kernels if k.vendor]
         if vendor and LIBRARY_OPS & set(task.spec.forbidden):

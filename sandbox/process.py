@@ -49,7 +49,7 @@ from .device import Device
 from .runner import SubmissionError, TimedRuns
 
 # Wall-clock limits per request, in seconds: loading includes Triton's first imports.
-LIMITS_S = {"load": 120.0, "run": 60.0, "time": 300.0, "flags": 10.0}
+LIMITS_S = {"load": 120.0, "compile": 120.0, "run": 60.0, "time": 300.0, "flags": 10.0}
 OUTPUT_CAP_BYTES = 16 << 20
 OPEN_FILES_CAP = 4096
 CPU_SECONDS_CAP = 1800  # a backstop behind the wall-clock limits: CPU time summed over threads
@@ -66,6 +66,7 @@ class WorkerSolution:
 
     def __init__(self, task: Task, build: Build, device: Device, limits: dict[str, float] | None = None):
         self.limits = {**LIMITS_S, **(limits or {})}
+        self._shapes_run: set[tuple] = set()
         self._worker = _take_worker(device, self.limits)
         self._call("load", task.id, self._worker.stage(build))
         # What the worker could set up around itself (namespaces, limits), for the judge to log.
@@ -81,7 +82,11 @@ class WorkerSolution:
         return flags
 
     def run(self, inputs: tuple, shape: dict, outputs: tuple, watch: bool = True) -> tuple:
-        got = self._call("run", inputs, shape, outputs, watch)
+        # The first call at a shape may compile (Triton specialises on sizes): it gets `compile` more.
+        key = tuple(sorted(shape.items()))
+        limit = self.limits["run"] + (0 if key in self._shapes_run else self.limits["compile"])
+        self._shapes_run.add(key)
+        got = self._worker.call("run", (inputs, shape, outputs, watch), limit)
         # Copies owned by the judge: the worker frees its memory, and cannot change them later.
         return tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in (outputs if got is None else got))
 

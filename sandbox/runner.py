@@ -72,6 +72,7 @@ class Solution:
     def __init__(self, task: Task, build: Build, device: Device):
         self.task, self.build, self.device = task, build, device
         self.flags: dict[str, str] = {}
+        self._shapes_called: set[str] = set()
         self._module_name: str | None = None
         # Taken before any submission code runs: what is alive and which functions are the real ones.
         self._forbidden = ForbiddenOps(task.spec.forbidden)
@@ -121,7 +122,11 @@ class Solution:
             result = self.run(inputs, shape, outputs, watch=False)
         if gpu:
             torch.cuda.synchronize(self.device.torch_device)
-            self._check_memory(shape, result, torch.cuda.max_memory_allocated(self.device.torch_device) - allocated)
+            # A shape's first call may autotune (Triton's benchmark allocates a cache-flush buffer):
+            # memory counts from its second call on, and every checked shape is called more than once.
+            if case_label(shape) in self._shapes_called:
+                self._check_memory(shape, result, torch.cuda.max_memory_allocated(self.device.torch_device) - allocated)
+            self._shapes_called.add(case_label(shape))
         self._inspect(result)
         return result
 

@@ -73,5 +73,7 @@ VECTOR_ADD_CUDA_ILLEGAL_ADDRESS = VECTOR_ADD_CUDA.replace(
     "if (i < n) out[i] = x[i] + y[i];", "if (i < n) out[i + (1ll << 40)] = x[i] + y[i];"
 )
 VECTOR_ADD_CUDA_HANG = VECTOR_ADD_CUDA.replace(
-    "if (i < n) out[i] = x[i] + y[i];", "volatile int spin = 1;\n    while (spin) {}"
+    # Spins on the clock (a side effect the compiler must keep), then writes: a loop it cannot drop.
+    "if (i < n) out[i] = x[i] + y[i];",
+    "long long t0 = clock64();\n    while (clock64() - t0 >= 0) {}\n    if (i < n) out[i] = x[i] + y[i];"
 )

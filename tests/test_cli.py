@@ -61,8 +61,8 @@ def test_batch_then_leaderboard(tmp_path, capsys):
     assert main(argv) == 0
     captured = capsys.readouterr()
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert sorted((r["label"], r["status"]) for r in records) == [("subs/vector_add/good.py", "ok"),
-                                                                  ("subs/vector_add/wrong.py", "wrong")], [r["messages"] for r in records]
+    want = [("subs/vector_add/good.py", "ok"), ("subs/vector_add/wrong.py", "wrong")]
+    assert sorted((r["label"], r["status"]) for r in records) == want, [r["messages"] for r in records]
     assert "subs/vector_add/good.py" in captured.out and "1/2" in captured.out
     assert main(argv) == 0  # a rerun has nothing left to do
     assert "0 evaluated, 2 already in" in capsys.readouterr().err and len(out.read_text().splitlines()) == 2

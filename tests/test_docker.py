@@ -24,7 +24,7 @@ from kerneldojo.judge import Judge
 from kerneldojo.result import TimeStats
 from kerneldojo.sandbox import docker as docker_backend
 
-LIMITS = {"load": 180, "run": 10}
+LIMITS = {"load": 180, "compile": 0, "run": 10}
 MEMORY = "1536m"
 PIDS = 128
 TMPFS = "64m"

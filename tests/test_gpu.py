@@ -66,7 +66,7 @@ def test_env_step_on_the_gpu(gpu_judge):
 def test_device_faults_are_contained(source, status):
     from kerneldojo.judge import Judge
 
-    judge = Judge("cuda", limits={"run": 15}, timed=False)
+    judge = Judge("cuda", limits={"run": 15, "compile": 30}, timed=False)
     result = judge.evaluate("vector_add", source, "cuda")
     assert result.status == status, result.messages
     assert judge.evaluate("vector_add", subs.VECTOR_ADD_CUDA, "cuda").status == "ok"  # a fresh worker, a fresh context

@@ -24,7 +24,7 @@ PROCESS_LIMIT = max(64, 2 * (os.cpu_count() or 1) + 32)  # room for torch's thre
 
 @pytest.fixture(scope="module")
 def judge():
-    return Judge("cpu", limits={"load": 45, "run": 8, "memory": MEMORY_LIMIT, "processes": PROCESS_LIMIT})
+    return Judge("cpu", limits={"load": 45, "compile": 0, "run": 8, "memory": MEMORY_LIMIT, "processes": PROCESS_LIMIT})
 
 
 @pytest.fixture(scope="module")

@@ -20,4 +20,5 @@ def test_honest_solution_passes(judge_for, sub, mode):
     result = judge.evaluate(sub.task, sub.source, sub.language)
     assert result.status in sub.statuses, (result.status, result.checks_fired, result.messages)
     assert not result.checks_fired, result.checks_fired
-    assert result.reward >= judge.reward.correct, result.reward
+    # Honest but slower than the reference still earns more than any failure.
+    assert result.reward > judge.reward.failure, result.reward

@@ -22,7 +22,7 @@ constexpr int CHUNK = 8192;
 constexpr int THREADS = 256;
 
 __global__ void partials(const scalar_t* x, float* ws, int64_t cols, int64_t chunks) {
-    int64_t row = blockIdx.y, chunk = blockIdx.x;
+    int64_t row = blockIdx.x, chunk = blockIdx.y;  // rows on x: gridDim.y stops at 65535
     const scalar_t* p = x + row * cols;
     int64_t begin = chunk * CHUNK, end = min(begin + CHUNK, cols);
     float acc = 0.f;
@@ -49,7 +49,7 @@ extern "C" void solution(const scalar_t* x, scalar_t* out, int64_t rows, int64_t
     int64_t chunks = (cols + CHUNK - 1) / CHUNK;
     float* ws = nullptr;
     cudaMallocAsync(&ws, sizeof(float) * rows * chunks, stream);
-    partials<<<dim3((unsigned)chunks, (unsigned)rows), THREADS, 0, stream>>>(x, ws, cols, chunks);
+    partials<<<dim3((unsigned)rows, (unsigned)chunks), THREADS, 0, stream>>>(x, ws, cols, chunks);
     finish<<<(unsigned)((rows + 255) / 256), 256, 0, stream>>>(ws, out, rows, chunks);
     cudaFreeAsync(ws, stream);
 }
