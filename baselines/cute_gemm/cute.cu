@@ -1,73 +1,63 @@
-// Baseline in CuTe: c = a @ b^T (a: m x k, b: n x k, both row-major / K-major), bf16 in and out,
-// float32 accumulators, on Ampere-style tensor-core MMAs (SM80 mma.sync atoms), which run on any
-// GPU from sm_80 up. The wgmma + TMA version for Hopper is cute_wgmma.cu beside this file.
+// Baseline in CuTe for Hopper (sm_90a): c = a @ b^T (a: m x k, b: n x k, both row-major, i.e.
+// K-major), bf16 in and out, float32 accumulators, on warpgroup MMAs (wgmma) fed by TMA.
 //
-// Block tile 128 x 256 x 64 over 8 warps arranged 2 (m) x 4 (n); each warp owns a 64 x 64 piece of
-// c, i.e. 4 x 8 MMA atoms of 16 x 8 x 16, so every fragment loaded from shared memory feeds several
-// MMAs. A 4-stage ring of shared-memory tiles (4 x 48 KiB) is filled by 16-byte cp.async copies,
-// three k-tiles ahead of the math. Both operands are K-major, so both reach the MMA fragments
-// through the non-transposing ldmatrix (SM75_U32x4_LDSM_N); the shared tiles are XOR-swizzled
-// (Swizzle<3,3,3> on 64-element rows) so that neither the cp.async writes nor the ldmatrix reads
-// hit the same bank twice. Blocks are ordered in groups of 8 tile-rows that sweep along n
-// together, so a group's panels of a and the current panel of b are shared through L2.
+// Block tile 128 x 256 x 64, two warpgroups (256 threads), each computing a 64 x 256 slab with
+// SM90_64x256x16 wgmma atoms that read both operands from shared memory through descriptors.
+// Tiles reach shared memory by TMA (one elected thread issues a copy of a whole 128x64 or 256x64
+// tile, swizzled with the 128-byte pattern that wgmma expects: GMMA::Layout_K_SW128_Atom) into a
+// 4-stage ring (4 x 48 KiB). Each stage has two mbarriers: `full` (the TMA's bytes have landed;
+// the producer arms it with the byte count) and `empty` (all 256 threads have finished the wgmmas
+// that read the stage). The math for k-tile kt is issued asynchronously; after it is issued the
+// warpgroup waits only for the wgmmas of k-tile kt-1 (warpgroup_wait<1>), releases that stage, and
+// thread 0 refills it with k-tile kt-1+4. So three tiles of loads are always in flight and the
+// tensor cores are never waiting on the issue of the next batch.
 //
-// Edges: the data are masked with identity tensors partitioned exactly like the data. When k % 8
-// == 0 and a, b are 16-byte aligned, a 16-byte vector along k is wholly inside or outside the
-// matrix: inside it is one cp.async, outside the shared vector is cleared. Other shapes use the
-// same kernel with element-wise guarded copies (slower; only small odd shapes need it). Outputs
-// beyond m or n are computed from zeros and never stored.
+// Edges: TMA zero-fills the parts of a box that lie outside the matrix, so loads need no masks for
+// any m, n, or k-tail; the stores are predicated with an identity tensor. TMA needs 16-byte aligned
+// row pitches and base addresses, i.e. k % 8 == 0; other shapes (and k == 0) run a simple
+// CUDA-core fallback (in the tests those shapes are all small).
+//
+// Blocks are ordered in groups of 8 tile-rows that sweep along n together, so concurrently running
+// blocks share panels of a and b in L2.
 #include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
 
 using namespace cute;
 
-namespace kd_cute_gemm {
+namespace kd_wgmma {
 
 using T = cute::bfloat16_t;
 constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = 4, kThreads = 256, kGroupM = 8;
 
-// One 8 x 64 atom: 8 rows of 128 bytes with the 16-byte chunks permuted by the row index.
-using SmemAtom = decltype(composition(Swizzle<3, 3, 3>{}, Layout<Shape<_8, Int<kBK>>, Stride<Int<kBK>, _1>>{}));
+// 128-byte swizzled, K-major tiles: the layout wgmma's shared-memory descriptors describe, and the
+// one TMA writes when the tensor map says CU_TENSOR_MAP_SWIZZLE_128B (make_tma_atom derives that
+// from this layout).
+using SmemAtom = GMMA::Layout_K_SW128_Atom<T>;
 using SmemLayoutA = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBM>, Int<kBK>, Int<kStages>>{}));
 using SmemLayoutB = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBN>, Int<kBK>, Int<kStages>>{}));
-constexpr int kSmemBytes = int(cosize_v<SmemLayoutA> + cosize_v<SmemLayoutB>) * int(sizeof(T));   // 192 KiB
+using StageLayoutA = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBM>, Int<kBK>>{}));
+using StageLayoutB = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBN>, Int<kBK>>{}));
+constexpr uint32_t kStageBytes = uint32_t((kBM + kBN) * kBK * sizeof(T));   // what one stage's TMAs deliver
 
-// Global -> shared: each thread copies 8 consecutive k-elements (16 bytes); 8 threads cover one
-// 128-byte row, 32 rows per pass of the block.
-using GmemCopy = decltype(make_tiled_copy(Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>, T>{},
-                                          Layout<Shape<Int<kThreads / 8>, _8>, Stride<_8, _1>>{},
-                                          Layout<Shape<_1, _8>>{}));
-// 2 x 4 warps of 16 x 8 x 16 atoms; the permutation tile's 64 along n gives each warp two
-// neighbouring 8-wide b atoms per step, which is what one ldmatrix.x4 delivers.
-using TiledMma = TiledMMA<MMA_Atom<SM80_16x8x16_F32BF16BF16F32_TN>, Layout<Shape<_2, _4, _1>>, Tile<_32, _64, _16>>;
-using SmemCopy = Copy_Atom<SM75_U32x4_LDSM_N, T>;
+struct SharedStorage {
+    alignas(1024) T a[cosize_v<SmemLayoutA>];
+    alignas(1024) T b[cosize_v<SmemLayoutB>];
+    alignas(8) uint64_t full[kStages];
+    alignas(8) uint64_t empty[kStages];
+};
 
-static_assert(kBM * kBK % (kThreads * 8) == 0 && kBN * kBK % (kThreads * 8) == 0, "copy passes must be whole");
+// Two warpgroups stacked along m: 128 x 256 per block, 64 x 256 (128 float registers) per thread group.
+using TiledMma = decltype(make_tiled_mma(SM90_64x256x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>{},
+                                         Layout<Shape<_2, _1, _1>>{}));
+static_assert(size(TiledMma{}) == kThreads, "two warpgroups");
 
-// Stores the float accumulators `acc` of this thread to c as bf16, skipping elements outside c.
-// Pairs of neighbouring columns go out as one 4-byte store where that is safe.
-template <class Acc, class GC, class CC>
-__device__ __forceinline__ void store_tile(const Acc& acc, GC& gc, const CC& cc, int m, int n, bool pairs) {
-    if (pairs) {
-        CUTE_UNROLL
-        for (int i = 0; i < size(acc); i += 2) {
-            if (get<0>(cc(i)) < m && get<1>(cc(i)) < n) {
-                __nv_bfloat162 v = __floats2bfloat162_rn(acc(i), acc(i + 1));
-                *reinterpret_cast<__nv_bfloat162*>(&gc(i)) = v;
-            }
-        }
-    } else {
-        CUTE_UNROLL
-        for (int i = 0; i < size(acc); ++i)
-            if (elem_less(cc(i), make_shape(m, n))) gc(i) = T(acc(i));
-    }
-}
-
-template <bool kAligned>
+template <class TmaA, class TmaB>
 static __global__ void __launch_bounds__(kThreads, 1)
-gemm_tn_kernel(const T* a, const T* b, T* c, int m, int n, int k) {
-    Tensor mA = make_tensor(make_gmem_ptr(a), make_shape(m, k), make_stride(k, Int<1>{}));
-    Tensor mB = make_tensor(make_gmem_ptr(b), make_shape(n, k), make_stride(k, Int<1>{}));
-    Tensor mC = make_tensor(make_gmem_ptr(c), make_shape(m, n), make_stride(n, Int<1>{}));
+gemm_wgmma_kernel(CUTE_GRID_CONSTANT TmaA const tma_a, CUTE_GRID_CONSTANT TmaB const tma_b, T* c, int m, int n, int k) {
+    using FullBarrier = cutlass::arch::ClusterTransactionBarrier;
+    using EmptyBarrier = cutlass::arch::ClusterBarrier;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_raw);
 
     // Grouped tile order: kGroupM tile-rows advance together along n.
     const int tiles_m = (m + kBM - 1) / kBM, tiles_n = (n + kBN - 1) / kBN;
@@ -76,132 +66,201 @@ gemm_tn_kernel(const T* a, const T* b, T* c, int m, int n, int k) {
     const int group_rows = min(tiles_m - first_m, kGroupM);
     const int tile_m = first_m + (pid % per_group) % group_rows, tile_n = (pid % per_group) / group_rows;
 
+    // TMA "tensors" hold coordinates, not pointers: the descriptor knows the addresses and bounds.
+    Tensor mA = tma_a.get_tma_tensor(make_shape(m, k));
+    Tensor mB = tma_b.get_tma_tensor(make_shape(n, k));
+    Tensor mC = make_tensor(make_gmem_ptr(c), make_shape(m, n), make_stride(n, Int<1>{}));
     auto tiler = make_shape(Int<kBM>{}, Int<kBN>{}, Int<kBK>{});
     auto coord = make_coord(tile_m, tile_n, _);
     Tensor gA = local_tile(mA, tiler, coord, Step<_1, X, _1>{});   // (BM,BK,k_tiles)
     Tensor gB = local_tile(mB, tiler, coord, Step<X, _1, _1>{});   // (BN,BK,k_tiles)
     Tensor gC = local_tile(mC, tiler, coord, Step<_1, _1, X>{});   // (BM,BN)
+    Tensor cC = local_tile(make_identity_tensor(shape(mC)), tiler, coord, Step<_1, _1, X>{});
+
+    Tensor sA = make_tensor(make_smem_ptr(smem.a), SmemLayoutA{});   // (BM,BK,S)
+    Tensor sB = make_tensor(make_smem_ptr(smem.b), SmemLayoutB{});   // (BN,BK,S)
+
+    // Per-stage TMA views: tAgA(_, kt) is k-tile kt of a, tAsA(_, s) is stage s.
+    auto part_a = tma_partition(tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA), group_modes<0, 2>(gA));
+    auto part_b = tma_partition(tma_b, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB), group_modes<0, 2>(gB));
+    Tensor tAgA = get<0>(part_a);
+    Tensor tAsA = get<1>(part_a);
+    Tensor tBgB = get<0>(part_b);
+    Tensor tBsB = get<1>(part_b);
+
+    const int k_tiles = (k + kBK - 1) / kBK;
+    const bool producer = threadIdx.x == 0;
+
+    if (producer) {
+        CUTE_UNROLL
+        for (int s = 0; s < kStages; ++s) {
+            FullBarrier::init(&smem.full[s], 1);            // the producer's arrive (+ the TMA bytes)
+            EmptyBarrier::init(&smem.empty[s], kThreads);   // every consumer thread
+        }
+        cutlass::arch::fence_barrier_init();   // make the initialised barriers visible to the TMA unit
+    }
+    __syncthreads();
+
+    // Prologue: fill every stage.
+    if (producer) {
+        for (int s = 0; s < kStages && s < k_tiles; ++s) {
+            FullBarrier::arrive_and_expect_tx(&smem.full[s], kStageBytes);
+            copy(tma_a.with(smem.full[s]), tAgA(_, s), tAsA(_, s));
+            copy(tma_b.with(smem.full[s]), tBgB(_, s), tBsB(_, s));
+        }
+    }
+
+    TiledMma mma;
+    auto thr_mma = mma.get_slice(threadIdx.x);
+    Tensor tCsA = thr_mma.partition_A(sA);          // (MMA,MMA_M,MMA_K,S)
+    Tensor tCsB = thr_mma.partition_B(sB);          // (MMA,MMA_N,MMA_K,S)
+    Tensor tCrA = thr_mma.make_fragment_A(tCsA);    // shared-memory descriptors, not registers
+    Tensor tCrB = thr_mma.make_fragment_B(tCsB);
+    Tensor tCgC = thr_mma.partition_C(gC);          // (MMA,MMA_M,MMA_N)
+    Tensor tCcC = thr_mma.partition_C(cC);
+    Tensor acc = thr_mma.partition_fragment_C(gC);  // float32 registers
+    clear(acc);
+
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        const int s = kt % kStages;
+        FullBarrier::wait(&smem.full[s], (kt / kStages) & 1);   // k-tile kt has landed in stage s
+
+        warpgroup_fence_operand(acc);
+        warpgroup_arrive();
+        gemm(mma, tCrA(_, _, _, s), tCrB(_, _, _, s), acc);   // 4 wgmma of k = 16, asynchronous
+        warpgroup_commit_batch();
+        warpgroup_wait<1>();   // everything but the batch just issued is done: k-tile kt-1's wgmmas
+        warpgroup_fence_operand(acc);
+
+        if (kt > 0) {
+            const int prev = (kt - 1) % kStages;
+            EmptyBarrier::arrive(&smem.empty[prev]);   // this thread no longer reads stage `prev`
+            const int next = kt - 1 + kStages;
+            if (producer && next < k_tiles) {
+                EmptyBarrier::wait(&smem.empty[prev], ((kt - 1) / kStages) & 1);   // nobody reads it any more
+                FullBarrier::arrive_and_expect_tx(&smem.full[prev], kStageBytes);
+                copy(tma_a.with(smem.full[prev]), tAgA(_, next), tAsA(_, prev));
+                copy(tma_b.with(smem.full[prev]), tBgB(_, next), tBsB(_, prev));
+            }
+        }
+    }
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc);
+
+    // Epilogue: values 0 and 1 of a wgmma accumulator are neighbouring columns of one row; with n
+    // even and the column even, the pair goes out as one aligned bf16x2 store.
+    const bool pairs = (n % 2 == 0) && get<0>(tCcC(1)) == get<0>(tCcC(0)) && get<1>(tCcC(1)) == get<1>(tCcC(0)) + 1 &&
+                       get<1>(tCcC(0)) % 2 == 0 && (reinterpret_cast<uintptr_t>(c) & 3) == 0;
+    if (pairs) {
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc); i += 2) {
+            if (get<0>(tCcC(i)) < m && get<1>(tCcC(i)) < n)
+                *reinterpret_cast<__nv_bfloat162*>(&tCgC(i)) = __floats2bfloat162_rn(acc(i), acc(i + 1));
+        }
+    } else {
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc); ++i)
+            if (elem_less(tCcC(i), shape(mC))) tCgC(i) = T(acc(i));
+    }
+}
+
+// Builds the two TMA descriptors for this call's pointers and sizes (a few microseconds of host
+// work) and launches one block per 128 x 256 tile of c.
+static void launch(const T* a, const T* b, T* c, int m, int n, int k, cudaStream_t stream) {
+    Tensor mA = make_tensor(make_gmem_ptr(a), make_shape(m, k), make_stride(k, Int<1>{}));
+    Tensor mB = make_tensor(make_gmem_ptr(b), make_shape(n, k), make_stride(k, Int<1>{}));
+    auto tma_a = make_tma_atom(SM90_TMA_LOAD{}, mA, StageLayoutA{}, make_shape(Int<kBM>{}, Int<kBK>{}));
+    auto tma_b = make_tma_atom(SM90_TMA_LOAD{}, mB, StageLayoutB{}, make_shape(Int<kBN>{}, Int<kBK>{}));
+    auto kernel = gemm_wgmma_kernel<decltype(tma_a), decltype(tma_b)>;
+    constexpr int smem_bytes = int(sizeof(SharedStorage));
+    static bool configured = false;   // allow more than 48 KiB of dynamic shared memory, once
+    if (!configured) {
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+        configured = true;
+    }
+    const int tiles = ((m + kBM - 1) / kBM) * ((n + kBN - 1) / kBN);
+    kernel<<<tiles, kThreads, smem_bytes, stream>>>(tma_a, tma_b, c, m, n, k);
+}
+
+}  // namespace kd_wgmma
+
+// ---------------------------------------------------------------------------------------------
+// Fallback for shapes TMA cannot describe (k % 8 != 0, unaligned pointers, k == 0); in the tests
+// these are small. CUDA-core FMAs on 64 x 64 tiles staged in shared memory as float, each of the
+// 256 threads owning a 4 x 4 set of outputs strided by 16. Kept simple so that it compiles fast.
+namespace kd_fallback {
+
+using T = cute::bfloat16_t;
+constexpr int kTile = 64, kBK = 16, kThreads = 256;
+
+static __global__ void __launch_bounds__(kThreads) gemm_tn_simple(const T* a, const T* b, T* c, int m, int n, int k) {
+    Tensor mA = make_tensor(make_gmem_ptr(a), make_shape(m, k), make_stride(k, Int<1>{}));
+    Tensor mB = make_tensor(make_gmem_ptr(b), make_shape(n, k), make_stride(k, Int<1>{}));
+    Tensor mC = make_tensor(make_gmem_ptr(c), make_shape(m, n), make_stride(n, Int<1>{}));
+    auto tiler = make_shape(Int<kTile>{}, Int<kTile>{}, Int<kBK>{});
+    auto coord = make_coord(blockIdx.y, blockIdx.x, _);
+    Tensor gA = local_tile(mA, tiler, coord, Step<_1, X, _1>{});   // (64,16,k_tiles)
+    Tensor gB = local_tile(mB, tiler, coord, Step<X, _1, _1>{});   // (64,16,k_tiles)
+    Tensor gC = local_tile(mC, tiler, coord, Step<_1, _1, X>{});   // (64,64)
     Tensor cA = local_tile(make_identity_tensor(shape(mA)), tiler, coord, Step<_1, X, _1>{});
     Tensor cB = local_tile(make_identity_tensor(shape(mB)), tiler, coord, Step<X, _1, _1>{});
     Tensor cC = local_tile(make_identity_tensor(shape(mC)), tiler, coord, Step<_1, _1, X>{});
 
-    extern __shared__ __align__(128) unsigned char smem[];
-    Tensor sA = make_tensor(make_smem_ptr(reinterpret_cast<T*>(smem)), SmemLayoutA{});   // (BM,BK,S)
-    Tensor sB = make_tensor(make_smem_ptr(reinterpret_cast<T*>(smem) + cosize_v<SmemLayoutA>), SmemLayoutB{});
+    // (row, k) tiles with rows contiguous, so the compute loop's threads read consecutive words.
+    auto smem_layout = make_layout(make_shape(Int<kTile>{}, Int<kBK>{}), make_stride(_1{}, Int<kTile + 1>{}));
+    __shared__ float smem_a[cosize_v<decltype(smem_layout)>], smem_b[cosize_v<decltype(smem_layout)>];
+    Tensor sA = make_tensor(make_smem_ptr(smem_a), smem_layout);
+    Tensor sB = make_tensor(make_smem_ptr(smem_b), smem_layout);
 
-    GmemCopy gcopy;
-    auto gthr = gcopy.get_slice(threadIdx.x);
-    Tensor tAgA = gthr.partition_S(gA);   // (CPY,CPY_M,CPY_K,k_tiles), CPY = 8 elements
-    Tensor tAcA = gthr.partition_S(cA);
-    Tensor tAsA = gthr.partition_D(sA);   // (CPY,CPY_M,CPY_K,S)
-    Tensor tBgB = gthr.partition_S(gB);
-    Tensor tBcB = gthr.partition_S(cB);
-    Tensor tBsB = gthr.partition_D(sB);
+    auto load_layout = make_layout(make_shape(Int<16>{}, Int<16>{}), LayoutRight{});   // threads along k
+    Tensor tAgA = local_partition(gA, load_layout, threadIdx.x);   // (4,1,k_tiles)
+    Tensor tAcA = local_partition(cA, load_layout, threadIdx.x);
+    Tensor tAsA = local_partition(sA, load_layout, threadIdx.x);
+    Tensor tBgB = local_partition(gB, load_layout, threadIdx.x);
+    Tensor tBcB = local_partition(cB, load_layout, threadIdx.x);
+    Tensor tBsB = local_partition(sB, load_layout, threadIdx.x);
 
-    // k-tile kt of a and b into stage s, masked against the matrix bounds.
-    auto load_stage = [&](int kt, int s) {
-        if constexpr (kAligned) {
-            CUTE_UNROLL
-            for (int i = 0; i < size<1>(tAsA); ++i)
-                CUTE_UNROLL
-                for (int j = 0; j < size<2>(tAsA); ++j) {
-                    if (elem_less(tAcA(0, i, j, kt), shape(mA))) copy(gcopy, tAgA(_, i, j, kt), tAsA(_, i, j, s));
-                    else clear(tAsA(_, i, j, s));
-                }
-            CUTE_UNROLL
-            for (int i = 0; i < size<1>(tBsB); ++i)
-                CUTE_UNROLL
-                for (int j = 0; j < size<2>(tBsB); ++j) {
-                    if (elem_less(tBcB(0, i, j, kt), shape(mB))) copy(gcopy, tBgB(_, i, j, kt), tBsB(_, i, j, s));
-                    else clear(tBsB(_, i, j, s));
-                }
-        } else {   // element by element, not unrolled: registers stay with the accumulators
-            Tensor dA = tAsA(_, _, _, s);
-            Tensor dB = tBsB(_, _, _, s);
-            Tensor srcA = tAgA(_, _, _, kt);
-            Tensor srcB = tBgB(_, _, _, kt);
-            Tensor crdA = tAcA(_, _, _, kt);
-            Tensor crdB = tBcB(_, _, _, kt);
-#pragma unroll 1
-            for (int e = 0; e < size(dA); ++e) dA(e) = elem_less(crdA(e), shape(mA)) ? srcA(e) : T(0.0f);
-#pragma unroll 1
-            for (int e = 0; e < size(dB); ++e) dB(e) = elem_less(crdB(e), shape(mB)) ? srcB(e) : T(0.0f);
-        }
-    };
-
-    TiledMma mma;
-    auto thr_mma = mma.get_slice(threadIdx.x);
-    Tensor tCrA = thr_mma.partition_fragment_A(sA(_, _, 0));   // (MMA,MMA_M,MMA_K) registers
-    Tensor tCrB = thr_mma.partition_fragment_B(sB(_, _, 0));   // (MMA,MMA_N,MMA_K)
-    Tensor tCgC = thr_mma.partition_C(gC);                     // (MMA,MMA_M,MMA_N)
-    Tensor tCcC = thr_mma.partition_C(cC);
-    Tensor acc = partition_fragment_C(mma, Shape<Int<kBM>, Int<kBN>>{});
+    auto thread_grid = make_layout(make_shape(Int<16>{}, Int<16>{}), LayoutRight{});
+    Tensor tCsA = local_partition(sA, thread_grid, threadIdx.x, Step<_1, X>{});   // (4,16)
+    Tensor tCsB = local_partition(sB, thread_grid, threadIdx.x, Step<X, _1>{});   // (4,16)
+    Tensor tCgC = local_partition(gC, thread_grid, threadIdx.x);                  // (4,4)
+    Tensor tCcC = local_partition(cC, thread_grid, threadIdx.x);
+    Tensor acc = make_tensor<float>(shape(tCgC));
     clear(acc);
 
-    auto scopy_a = make_tiled_copy_A(SmemCopy{}, mma);
-    auto scopy_b = make_tiled_copy_B(SmemCopy{}, mma);
-    auto sthr_a = scopy_a.get_slice(threadIdx.x);
-    auto sthr_b = scopy_b.get_slice(threadIdx.x);
-    Tensor tXsA = sthr_a.partition_S(sA);   // (CPY,CPY_M,CPY_K,S)
-    Tensor tXrA = sthr_a.retile_D(tCrA);
-    Tensor tXsB = sthr_b.partition_S(sB);
-    Tensor tXrB = sthr_b.retile_D(tCrB);
-
-    const int k_tiles = size<3>(tAgA);
-    // Prologue: kStages-1 tiles in flight. A group is committed even when empty, so "all but the
-    // newest kStages-2 groups have landed" always means "tile kt has landed".
-    CUTE_UNROLL
-    for (int s = 0; s < kStages - 1; ++s) {
-        if (s < k_tiles) load_stage(s, s);
-        cp_async_fence();
-    }
-
-    for (int kt = 0; kt < k_tiles; ++kt) {
-        cp_async_wait<kStages - 2>();
-        // Tile kt is visible to every thread, and every thread is done with tile kt-1, whose stage
-        // is the one refilled now.
+    for (int kt = 0; kt < size<2>(gA); ++kt) {
+        for (int i = 0; i < size(tAsA); ++i)
+            tAsA(i) = elem_less(tAcA(_, _, kt)(i), shape(mA)) ? float(tAgA(_, _, kt)(i)) : 0.0f;
+        for (int i = 0; i < size(tBsB); ++i)
+            tBsB(i) = elem_less(tBcB(_, _, kt)(i), shape(mB)) ? float(tBgB(_, _, kt)(i)) : 0.0f;
         __syncthreads();
-        if (kt + kStages - 1 < k_tiles) load_stage(kt + kStages - 1, (kt + kStages - 1) % kStages);
-        cp_async_fence();
-
-        const int s = kt % kStages;
         CUTE_UNROLL
-        for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-            copy(scopy_a, tXsA(_, _, kb, s), tXrA(_, _, kb));
-            copy(scopy_b, tXsB(_, _, kb, s), tXrB(_, _, kb));
-            gemm(mma, tCrA(_, _, kb), tCrB(_, _, kb), acc);
-        }
+        for (int kk = 0; kk < kBK; ++kk)
+            CUTE_UNROLL
+            for (int i = 0; i < size<0>(acc); ++i)
+                CUTE_UNROLL
+                for (int j = 0; j < size<1>(acc); ++j) acc(i, j) += tCsA(i, kk) * tCsB(j, kk);
+        __syncthreads();
     }
-
-    // Values 0 and 1 of an SM80 accumulator are neighbouring columns of one row; with n even and
-    // the column even, the pair is one aligned 4-byte bf16x2 store.
-    const bool pairs = (n % 2 == 0) && get<0>(tCcC(1)) == get<0>(tCcC(0)) && get<1>(tCcC(1)) == get<1>(tCcC(0)) + 1 &&
-                       get<1>(tCcC(0)) % 2 == 0 && (reinterpret_cast<uintptr_t>(c) & 3) == 0;
-    store_tile(acc, tCgC, tCcC, m, n, pairs);
+    for (int i = 0; i < size(acc); ++i)
+        if (elem_less(tCcC(i), shape(mC))) tCgC(i) = T(acc(i));
 }
 
-template <bool kAligned>
 static void launch(const T* a, const T* b, T* c, int m, int n, int k, cudaStream_t stream) {
-    static bool configured = false;   // allow more than 48 KiB of dynamic shared memory, once
-    if (!configured) {
-        cudaFuncSetAttribute(gemm_tn_kernel<kAligned>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-        configured = true;
-    }
-    const int tiles = ((m + kBM - 1) / kBM) * ((n + kBN - 1) / kBN);
-    gemm_tn_kernel<kAligned><<<tiles, kThreads, kSmemBytes, stream>>>(a, b, c, m, n, k);
+    dim3 grid((n + kTile - 1) / kTile, (m + kTile - 1) / kTile);
+    gemm_tn_simple<<<grid, kThreads, 0, stream>>>(a, b, c, m, n, k);
 }
 
-}  // namespace kd_cute_gemm
+}  // namespace kd_fallback
 
 extern "C" void solution(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int m, int n, int k,
                          cudaStream_t stream) {
-    using namespace kd_cute_gemm;
     if (m <= 0 || n <= 0) return;
     if (k < 0) k = 0;
-    const T* ta = reinterpret_cast<const T*>(a);
-    const T* tb = reinterpret_cast<const T*>(b);
-    T* tc = reinterpret_cast<T*>(c);
-    const bool aligned = k % 8 == 0 && ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) & 15) == 0;
-    if (aligned) launch<true>(ta, tb, tc, m, n, k, stream);
-    else launch<false>(ta, tb, tc, m, n, k, stream);
+    const auto* ta = reinterpret_cast<const cute::bfloat16_t*>(a);
+    const auto* tb = reinterpret_cast<const cute::bfloat16_t*>(b);
+    auto* tc = reinterpret_cast<cute::bfloat16_t*>(c);
+    const bool tma_ok = k > 0 && k % 8 == 0 && ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) & 15) == 0;
+    if (tma_ok) kd_wgmma::launch(ta, tb, tc, m, n, k, stream);
+    else kd_fallback::launch(ta, tb, tc, m, n, k, stream);
 }
