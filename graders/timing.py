@@ -18,6 +18,8 @@ import torch
 
 from kerneldojo.result import TimeStats
 
+HEAD_START_CYCLES = 200_000  # about 0.1 ms at Hopper's clocks
+
 
 def time_calls(
     calls: Sequence[Callable[[], object]],
@@ -42,8 +44,12 @@ def time_calls(
     while len(times) < max_runs:
         i = warmup + len(times)
         prepare(i)
+        torch.cuda.synchronize(device)  # the device idle: nothing earlier overlaps this call
+        # The flush, then a short spin, keep the GPU busy while the host records the start event and
+        # issues the call: the start event fires when the GPU reaches it, by when the call's kernels
+        # are queued, so the host's launch overhead (tens of µs from Python) stays out of the figure.
         flush.zero_()
-        torch.cuda.synchronize(device)
+        torch.cuda._sleep(HEAD_START_CYCLES)
         start.record()
         calls[i % len(calls)]()
         end.record()

@@ -281,7 +281,8 @@ def _perturbed(inputs: tuple) -> tuple:
         if t.is_floating_point() and t.numel() and t.is_contiguous():  # views keep their layout untouched
             flat = t.view(-1)
             where = torch.randint(0, flat.numel(), (max(1, flat.numel() // 1000),), device=t.device)
-            flat[where] = flat[torch.randint(0, flat.numel(), where.shape, device=t.device)] + 0.5
+            moved = flat[torch.randint(0, flat.numel(), where.shape, device=t.device)].float() + 0.5
+            flat[where] = moved.to(t.dtype)  # through float32: fp8 has no arithmetic of its own
         out.append(t)
     return tuple(out)
 
