@@ -95,6 +95,7 @@ class DockerSolution(WorkerSolution):
     def __init__(self, task: Task, build: Build, device: Device, limits: dict[str, float] | None = None,
                  config: DockerConfig | None = None):
         self.limits = {**LIMITS_S, **(limits or {})}
+        self._shapes_run: set[tuple] = set()
         self._worker = _take_container(device, config or DockerConfig())
         self._call("load", task.id, build)  # the build's files travel inside the request (see _Pickler)
 

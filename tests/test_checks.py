@@ -112,11 +112,14 @@ def test_below_floor_fires_only_under_half_the_datasheet_floor():
         _check_timing(task, _timing(0.4), 1.0, None)
 
 
-def test_profile_busy_time_is_scored_when_events_missed_a_side_stream():
+def test_work_the_events_missed_is_scored_and_flagged():
     side = [KernelInterval("void add_kernel<float>(float const*)", 7, 0, 2_000_000)]
     timing = _timing(0.01, _profile(side, {"add_kernel"}))
     assert timing.scored_ms == pytest.approx(2.0)
-    _check_timing(get_task("vector_add"), timing, 0.001, None)
+    with pytest.raises(Flagged, match="unsynchronized_stream"):
+        _check_timing(get_task("vector_add"), timing, 0.001, None)
+    joined = _timing(2.05, _profile(side, {"add_kernel"}))  # the caller's stream waited: events saw it all
+    _check_timing(get_task("vector_add"), joined, 0.001, None)
 
 
 def test_vendor_kernel_fires_where_the_task_forbids_library_math():

@@ -152,7 +152,9 @@ def test_a_submission_cannot_touch_the_judges_memory(judge):
               "c.check_outputs = lambda *a, **k: 0.0\n\n"
               "def solution(x, y):\n    return x.clone()\n")
     result = judge.evaluate("vector_add", source, "python")
-    assert result.status == "wrong" and "differs at index" in result.messages[0]
+    # The judge still compared (wrong), and the worker's own guard saw the replacement (flagged).
+    assert result.status == "flagged" and result.checks_fired == ["tampering"], result.messages
+    assert "check_outputs" in result.messages[0]
 
 
 def test_protections_are_reported(protections):
@@ -168,6 +170,7 @@ def test_fork_bomb_is_contained(judge, protections):
     _require(protections, "process_limit", "pid_namespace")
     source = ("import os\n\ndef solution(x, y):\n    while True:\n        try:\n            os.fork()\n"
               "        except OSError:\n            pass\n")
+    before = len(_descendants(os.getpid()))
     started = time.monotonic()
     result = judge.evaluate("vector_add", source, "python")
     assert result.status == "timeout", result.messages
@@ -177,10 +180,10 @@ def test_fork_bomb_is_contained(judge, protections):
     # the worker, pid 1 of their namespace, kills them; tearing each down takes a moment).
     for _ in range(100):
         left = _descendants(os.getpid())
-        if len(left) < 10:
+        if len(left) <= before + 3:  # at most one new spare worker (three processes)
             break
         time.sleep(0.1)
-    assert len(left) < 10, f"{len(left)} processes left"
+    assert len(left) <= before + 3, f"{len(left)} processes left, {before} before"
     _then_honest_passes(judge)
 
 
