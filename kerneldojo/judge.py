@@ -169,10 +169,10 @@ class Judge:
         worst = 0.0
         for case in cases:
             seen: list[tuple[tuple, tuple]] = []  # (outputs, expected) per seed, for the same-output check
-            pristine: tuple = ()
+            inputs: tuple = ()
             for seed in [*seeds, None]:
                 if seed is None:  # last, the previous inputs with a few elements changed: a result cached
-                    inputs = _perturbed(pristine)  # under a sampled fingerprint of the inputs is stale here
+                    inputs = _perturbed(inputs)  # under a sampled fingerprint of the inputs is stale here
                 else:
                     inputs = task.reference.make_inputs(case.shape, seed, self.device.torch_device)
                 pristine = tuple(t.clone() for t in inputs)
@@ -273,17 +273,18 @@ class Judge:
 
 
 def _perturbed(inputs: tuple) -> tuple:
-    """A copy with a few elements of each floating-point input moved (at least one): values nearby in
-    distribution, so every task's input contract still holds."""
+    """A copy, in the same layout (strides included), with a few elements of each floating-point
+    input moved (at least one) to values from the same distribution, so every task's input contract
+    still holds."""
     out = []
     for t in inputs:
-        t = t.clone()
-        if t.is_floating_point() and t.numel() and t.is_contiguous():  # views keep their layout untouched
-            flat = t.view(-1)
-            where = torch.randint(0, flat.numel(), (max(1, flat.numel() // 1000),), device=t.device)
-            moved = flat[torch.randint(0, flat.numel(), where.shape, device=t.device)].float() + 0.5
-            flat[where] = moved.to(t.dtype)  # through float32: fp8 has no arithmetic of its own
-        out.append(t)
+        copy = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
+        if t.is_floating_point() and t.numel():
+            count = max(1, t.numel() // 1000)
+            where = torch.unravel_index(torch.randint(0, t.numel(), (count,), device=t.device), t.shape)
+            source = torch.unravel_index(torch.randint(0, t.numel(), (count,), device=t.device), t.shape)
+            copy[where] = (t[source].float() + 0.5).to(t.dtype)  # through float32: fp8 has no arithmetic
+        out.append(copy)
     return tuple(out)
 
 
