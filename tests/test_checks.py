@@ -160,3 +160,20 @@ def test_timing_pool_covers_twice_the_l2_within_bounds():
     assert _pool_size(1 << 20, 50 << 20) == 64  # small sets: capped
     assert _pool_size(10 << 20, 50 << 20) == 10
     assert _pool_size(4 << 30, 50 << 20) == 3  # large sets: at least three
+
+
+def test_excess_memory_fires_above_the_tasks_scratch_bound_only():
+    # The measurement itself needs a GPU (torch's peak-allocation counters); the rule is this.
+    from types import SimpleNamespace
+
+    from kerneldojo.sandbox.runner import Solution
+
+    task = get_task("flash_attention")
+    shape = task.cases("test")[-1].shape
+    bound = task.reference.max_scratch_bytes(shape)
+    out = torch.empty(4, dtype=torch.bfloat16)
+    solution = SimpleNamespace(task=task, build=SimpleNamespace(libraries={}), flags={})
+    Solution._check_memory(solution, shape, (out,), bound + out.nbytes)  # at the bound: silent
+    assert solution.flags == {}
+    Solution._check_memory(solution, shape, (out,), bound + out.nbytes + 1)
+    assert list(solution.flags) == ["excess_memory"] and "MiB" in solution.flags["excess_memory"]
