@@ -8,6 +8,7 @@ picture (same output, physical floor, the profile) run in the judge.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -47,10 +48,19 @@ class ForbiddenOps(TorchDispatchMode):
 
     name = "forbidden_op"
 
-    def __init__(self, forbidden: list[str]):
+    def __init__(self, forbidden: list[str], called: list[str] | None = None):
         super().__init__()
         self.forbidden = frozenset(forbidden)
-        self.called: list[str] = []
+        self.called: list[str] = [] if called is None else called
+        self.popped = False  # taken off the mode stack by someone else while active
+        self._exiting = False
+
+    def __exit__(self, *exc):
+        self._exiting = True
+        try:
+            return super().__exit__(*exc)
+        finally:
+            self._exiting = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         op = f"aten.{func.overloadpacket.__name__}"
@@ -59,6 +69,34 @@ class ForbiddenOps(TorchDispatchMode):
         if op in self.forbidden and op not in self.called:
             self.called.append(op)
         return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def watching(watch: ForbiddenOps):
+    """`watch` active, and the two ways around it closed while it is: every thread that starts runs
+    under a watch of its own recording into the same list (a dispatch mode is thread-local), and
+    popping a watch off the mode stack (`_disable_current_modes`) is recorded in `watch.popped`."""
+    from torch.utils import _python_dispatch
+
+    bootstrap = threading.Thread._bootstrap_inner  # runs `run`, a subclass's override included
+    pop_mode = _python_dispatch._pop_mode
+
+    def watched(thread):
+        with ForbiddenOps(list(watch.forbidden), watch.called):
+            bootstrap(thread)
+
+    def recorded_pop(*args, **kwargs):
+        mode = pop_mode(*args, **kwargs)
+        if isinstance(mode, ForbiddenOps) and not mode._exiting:
+            watch.popped = True
+        return mode
+
+    threading.Thread._bootstrap_inner, _python_dispatch._pop_mode = watched, recorded_pop
+    try:
+        with watch:
+            yield
+    finally:
+        threading.Thread._bootstrap_inner, _python_dispatch._pop_mode = bootstrap, pop_mode
 
 
 def _guarded() -> dict[str, tuple[object, str]]:

@@ -28,6 +28,7 @@ from kerneldojo.graders.checks import (
     child_processes,
     live_threads,
     message,
+    watching,
 )  # fmt: skip
 from kerneldojo.graders.compile import Build, CompileError
 from kerneldojo.graders.correctness import check_no_aliasing, poisoned_like
@@ -118,7 +119,7 @@ class Solution:
             torch.cuda.synchronize(self.device.torch_device)
             torch.cuda.reset_peak_memory_stats(self.device.torch_device)
             allocated = torch.cuda.memory_allocated(self.device.torch_device)
-        with self._forbidden, self._tripwire:
+        with watching(self._forbidden), self._tripwire:
             result = self.run(inputs, shape, outputs, watch=False)
         if gpu:
             torch.cuda.synchronize(self.device.torch_device)
@@ -137,7 +138,8 @@ class Solution:
             found["forbidden_op"] = ", ".join(self._forbidden.called)
         if self._tripwire.called:
             found["reference_called"] = ""
-        if changed := self._tampering.changed():
+        changed = self._tampering.changed() + ["the forbidden-operator watch (popped)"] * self._forbidden.popped
+        if changed:
             found["tampering"] = ", ".join(changed)
         threads = [name for ident, name in live_threads().items() if ident not in self._threads]
         children = set(child_processes()) - self._children
