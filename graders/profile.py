@@ -9,6 +9,7 @@ vendor library's. The judge scores the larger of the event median and the busy t
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -105,20 +106,18 @@ def triton_kernel_names(module_name: str) -> set[str]:
     return names
 
 
-def native_kernel_names(library) -> set[str]:
+@functools.cache  # a library's path names its content (the build cache is keyed by source and flags)
+def native_kernel_names(library) -> frozenset[str]:
     """The __global__ functions compiled into a built library, from its embedded cubins."""
     import shutil
     import subprocess
 
     tool = shutil.which("cuobjdump")
     if tool is None:
-        return set()
+        return frozenset()
     out = subprocess.run([tool, "-symbols", str(library)], capture_output=True, text=True, timeout=60).stdout
-    names = set()
-    for line in out.splitlines():
-        if "STT_FUNC" in line and "STO_ENTRY" in line:
-            names.add(_demangled_base(line.split()[-1]))
-    return names
+    return frozenset(_demangled_base(line.split()[-1]) for line in out.splitlines()
+                     if "STT_FUNC" in line and "STO_ENTRY" in line)
 
 
 def _demangled_base(mangled: str) -> str:

@@ -192,9 +192,9 @@ class Judge:
         peaks, sheet = measured_peaks(self.device.torch_device), datasheet_peaks(self.device.name)
         for case in task.cases("bench"):
             shape, device = case.shape, self.device.torch_device
-            template = task.expected(*task.reference.make_inputs(shape, 0, device), shape=shape)
-            set_bytes = sum(t.nbytes for t in task.reference.make_inputs(shape, 0, device)) + sum(
-                t.nbytes for t in template)
+            inputs = task.reference.make_inputs(shape, 0, device)
+            template = task.expected(*inputs, shape=shape)
+            set_bytes = sum(t.nbytes for t in (*inputs, *template))
             sets = _pool_size(set_bytes, self.device.l2_bytes)
             timed = solution.time(shape, [secrets.randbits(31) for _ in range(sets)],
                                   [(tuple(t.shape), t.dtype) for t in template], self.device.l2_bytes,
@@ -207,8 +207,8 @@ class Judge:
                 floor_ms=floor_ms(flops, moved, case.dtype, peaks),
             )  # fmt: skip
             result.timings.append(timing)
-            _check_timing(task, timing, floor_ms(flops, moved, case.dtype, sheet), solution)
-            del template, timed
+            _check_timing(task, timing, floor_ms(flops, moved, case.dtype, sheet))
+            del inputs, template, timed
         result.timed = True
         result.speedup = _geomean([t.speedup for t in result.timings])
         result.speedup_vs_compile = _geomean([t.speedup_vs_compile for t in result.timings])
@@ -309,7 +309,7 @@ def _check_same_output(seen: list, got: tuple, expected: tuple, case: str) -> No
     seen.append((got, expected))
 
 
-def _check_timing(task: Task, timing: CaseTiming, sheet_floor_ms: float | None, solution) -> None:
+def _check_timing(task: Task, timing: CaseTiming, sheet_floor_ms: float | None) -> None:
     """The judge's checks on one case's timing: physical floor, vendor kernels, who did the work."""
     fired = {}
     if sheet_floor_ms and timing.scored_ms < FLOOR_SLACK * sheet_floor_ms:
