@@ -10,6 +10,7 @@ the time budget or the run cap is reached; the median is the figure reported.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +20,16 @@ import torch
 from kerneldojo.result import TimeStats
 
 HEAD_START_CYCLES = 200_000  # about 0.1 ms at Hopper's clocks
+# Timed calls rotate over a pool of input sets at least twice the L2 in size (within these bounds).
+POOL_SETS = (3, 64)
+POOL_BYTES_CAP = 8 << 30
+
+
+def pool_size(set_bytes: int, l2_bytes: int) -> int:
+    """How many input sets (of `set_bytes` each, inputs and outputs) the timed calls rotate over."""
+    lo, hi = POOL_SETS
+    wanted = math.ceil(2 * l2_bytes / max(set_bytes, 1))
+    return max(lo, min(hi, wanted, POOL_BYTES_CAP // max(set_bytes, 1)))
 
 
 def time_calls(
@@ -31,6 +42,7 @@ def time_calls(
     budget_s: float = 2.0,
     target_rse: float = 0.005,
     prepare: Callable[[int], None] | None = None,
+    before_start: Callable[[], None] | None = None,
 ) -> TimeStats:
     flush = torch.empty(max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device=device)
     prepare = prepare or (lambda i: None)
@@ -50,6 +62,8 @@ def time_calls(
         # are queued, so the host's launch overhead (tens of µs from Python) stays out of the figure.
         flush.zero_()
         torch.cuda._sleep(HEAD_START_CYCLES)
+        if before_start is not None:  # a collective's ranks meet here, on the GPU, before their clocks start
+            before_start()
         start.record()
         calls[i % len(calls)]()
         end.record()

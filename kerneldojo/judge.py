@@ -16,6 +16,7 @@ import platform
 import secrets
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -37,18 +38,16 @@ from kerneldojo.graders.correctness import (
 )  # fmt: skip
 from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.graders.roofline import datasheet_peaks, floor_ms, measured_peaks
-from kerneldojo.graders.timing import time_calls
+from kerneldojo.graders.timing import POOL_SETS, pool_size, time_calls
 from kerneldojo.result import CaseTiming, EvalResult, ProfileStats, TimeStats, Versions
 from kerneldojo.sandbox.device import Device, resolve_device, synchronize
 from kerneldojo.sandbox.docker import DockerConfig, DockerSolution
-from kerneldojo.sandbox.process import SubmissionTimeout, WorkerSolution
+from kerneldojo.sandbox.peers import CollectiveSolution, Unavailable, rank_devices, time_nccl_all_reduce
+from kerneldojo.sandbox.process import SubmissionTimeout, WorkerSolution, time_reference_in_worker
 from kerneldojo.sandbox.runner import Solution, SubmissionError
 from kerneldojo.tasks import Case, Task, get_task
 
 CPU_MODE_NOTE = "CPU mode: checked with the Triton interpreter at the `small` shapes; nothing was timed, so no speedup"
-# Timed calls rotate over a pool of input sets at least twice the L2 in size (within these bounds).
-POOL_SETS = (3, 64)
-POOL_BYTES_CAP = 8 << 30
 # A time under this fraction of the datasheet floor is impossible, whatever L2 absorbed of the writes.
 FLOOR_SLACK = 0.5
 # The profile's busy time per call (no L2 flush, so if anything shorter) over the event median beyond
@@ -111,6 +110,8 @@ class Judge:
             result.status, result.messages = "timeout", [*result.messages, str(e)]
         except SubmissionError as e:
             result.status, result.messages = "runtime_error", [*result.messages, str(e)]
+        except Unavailable as e:
+            result.status, result.messages = "skipped", [*result.messages, str(e)]
         except Flagged as e:
             result.status = "flagged"
             result.checks_fired += [c for c in e.checks if c not in result.checks_fired]
@@ -135,9 +136,13 @@ class Judge:
             result.status = "compiled"
             result.messages.append(f"compiled for sm_{self.device.arch}; not run: CPU mode has no GPU")
             return
+        if task.spec.distributed:  # fail fast, before any reference is timed, where it cannot run
+            rank_devices(self.device.torch_device, max(s["ranks"] for s in task.spec.shapes.test))
         if self.timed:  # before any submission code runs, so nothing it leaves behind can slow the reference
             reference_times = {str(case): self._reference_times_for(task, case) for case in task.cases("bench")}
-        if self.isolation == "process":
+        if task.spec.distributed:
+            solution = self._collective(task, build)
+        elif self.isolation == "process":
             solution = WorkerSolution(task, build, self.device, self.limits)
         elif self.isolation == "docker":
             solution = DockerSolution(task, build, self.device, self.limits, self.docker)
@@ -162,6 +167,20 @@ class Judge:
             solution.close()
         if self.device.mode == "cpu":
             result.messages.append(CPU_MODE_NOTE)
+
+    def _collective(self, task: Task, build) -> CollectiveSolution:
+        """One worker per rank; each rank's GPU (or CPU slot) after the judge's own."""
+        if self.isolation != "process":
+            raise Unavailable(f"distributed tasks run one worker process per rank: use isolation='process', not "
+                              f"{self.isolation!r}")
+        ranks = {s["ranks"] for s in (*task.spec.shapes.test, *task.spec.shapes.bench, *task.spec.shapes.small)}
+        if len(ranks) != 1:
+            raise Unavailable(f"{task.id}: every shape must have the same number of ranks, not {sorted(ranks)}")
+        devices = rank_devices(self.device.torch_device, ranks.pop())
+        cases = task.cases("small" if self.device.mode == "cpu" else "test") + task.cases("bench") * self.timed
+        buffer_bytes = max(task.reference.peer_buffer_bytes(c.shape) for c in cases)
+        return CollectiveSolution(task, build, devices, lambda d: WorkerSolution(task, build, _on(self.device, d),
+                                                                                self.limits), buffer_bytes)
 
     def _check(self, task: Task, solution: Solution, result: EvalResult) -> None:
         cases = task.cases("small" if self.device.mode == "cpu" else "test")
@@ -195,7 +214,7 @@ class Judge:
             inputs = task.reference.make_inputs(shape, 0, device)
             template = task.expected(*inputs, shape=shape)
             set_bytes = sum(t.nbytes for t in (*inputs, *template))
-            sets = _pool_size(set_bytes, self.device.l2_bytes)
+            sets = pool_size(set_bytes, self.device.l2_bytes)
             timed = solution.time(shape, [secrets.randbits(31) for _ in range(sets)],
                                   [(tuple(t.shape), t.dtype) for t in template], self.device.l2_bytes,
                                   self.timing_budget_s)
@@ -226,7 +245,23 @@ class Judge:
             check_outputs(got, expected, task.tolerance(case.dtype), f"{case}, a timed run")
 
     def _reference_times_for(self, task: Task, case: Case) -> tuple[TimeStats | None, TimeStats | None]:
+        if task.spec.distributed:  # a collective is compared with NCCL's; there is no compiled form of that
+            return self._nccl_time(task, case), None
         return tuple(self._reference_time(task, case, kind) for kind in ("eager", "compiled"))
+
+    def _nccl_time(self, task: Task, case: Case) -> TimeStats | None:
+        key = _reference_key(task, case, "nccl", self.device.name)
+        if key not in self._reference_times:
+            devices = rank_devices(self.device.torch_device, case.shape["ranks"])
+            try:
+                stats = time_nccl_all_reduce(task, case, devices, self.device.l2_bytes)
+                self._reference_times[key] = stats.model_dump()
+            except Exception as e:
+                warnings.warn(f"{task.id} {case}: {e}", RuntimeWarning, stacklevel=2)
+                self._reference_times[key] = None
+            self._save_reference_times()
+        stored = self._reference_times[key]
+        return TimeStats(**stored) if stored else None
 
     def _reference_time(self, task: Task, case: Case, kind: str) -> TimeStats | None:
         if kind == "compiled" and not self.time_compiled_reference:
@@ -234,12 +269,19 @@ class Judge:
         key = _reference_key(task, case, kind, self.device.name)
         if key not in self._reference_times:
             try:
-                fn = task.reference.reference if kind == "eager" else _compiled_reference(task.id)
-                arg_sets = [task.reference.make_inputs(case.shape, secrets.randbits(31), self.device.torch_device)
-                            for _ in range(POOL_SETS[0])]
-                calls = [functools.partial(fn, *a, *task.scalars(case.shape)) for a in arg_sets]
-                self._reference_times[key] = self._time_calls(calls).model_dump()
-            except Exception:  # torch.compile can fail on a platform; the eager figure still stands
+                if self.isolation != "none" and self.device.mode == "gpu":
+                    # In a fresh worker that never loads a submission, by the harness's `time_calls`:
+                    # the reference runs in the same kind of clean process as the submission it is
+                    # compared with, with none of this judge's state (other tasks' compiled graphs).
+                    stats = time_reference_in_worker(self.device, task, case.shape, kind, POOL_SETS[0],
+                                                     self.device.l2_bytes, self.timing_budget_s, self.limits)
+                else:
+                    stats = self._time_calls(_reference_calls(task, case, kind, self.device.torch_device))
+                self._reference_times[key] = stats.model_dump()
+            except Exception as e:  # torch.compile can fail on a platform; the eager figure still stands
+                warnings.warn(f"{task.id} {case}: timing the {kind} reference failed, so the case has no {kind} "
+                              f"figure (kept in the cache until refresh_reference_times()): {type(e).__name__}: {e}",
+                              RuntimeWarning, stacklevel=2)
                 self._reference_times[key] = None
             self._save_reference_times()
         stored = self._reference_times[key]
@@ -288,17 +330,16 @@ def _perturbed(inputs: tuple) -> tuple:
     return tuple(out)
 
 
+def _on(device: Device, torch_device: torch.device) -> Device:
+    """`device`'s description for another device of the same kind (a distributed task's rank)."""
+    return device if device.mode == "cpu" else resolve_device(str(torch_device))
+
+
 def _flags_if_any(solution) -> dict[str, str]:
     try:
         return solution.flags
     except Exception:  # the worker is gone: what it saw is lost with it
         return {}
-
-
-def _pool_size(set_bytes: int, l2_bytes: int) -> int:
-    lo, hi = POOL_SETS
-    wanted = math.ceil(2 * l2_bytes / max(set_bytes, 1))
-    return max(lo, min(hi, wanted, POOL_BYTES_CAP // max(set_bytes, 1)))
 
 
 def _check_same_output(seen: list, got: tuple, expected: tuple, case: str) -> None:
@@ -339,6 +380,13 @@ def _reference_key(task: Task, case: Case, kind: str, device_name: str) -> str:
 def _default_reference_cache() -> Path:
     root = os.environ.get("KERNELDOJO_CACHE") or Path.home() / ".cache" / "kerneldojo"
     return Path(root) / "reference_times.json"
+
+
+def _reference_calls(task: Task, case: Case, kind: str, device: torch.device) -> list:
+    """The reference's timed calls in this process (isolation='none'): one per input set."""
+    fn = task.reference.reference if kind == "eager" else _compiled_reference(task.id)
+    arg_sets = [task.reference.make_inputs(case.shape, secrets.randbits(31), device) for _ in range(POOL_SETS[0])]
+    return [functools.partial(fn, *a, *task.scalars(case.shape)) for a in arg_sets]
 
 
 @functools.cache

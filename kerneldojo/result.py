@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 SCHEMA_VERSION = 2
 
-Status = Literal["ok", "compiled", "compile_error", "runtime_error", "timeout", "wrong", "flagged"]
+Status = Literal["ok", "compiled", "compile_error", "runtime_error", "timeout", "wrong", "flagged", "skipped"]
 STATUS_MEANING: dict[str, str] = {
     "ok": "correct on every checked input",
     "compiled": "compiled, but not run: no GPU (CPU mode runs only Triton)",
@@ -17,6 +17,7 @@ STATUS_MEANING: dict[str, str] = {
     "timeout": "ran past its time limit",
     "wrong": "ran, but an output differs from the reference",
     "flagged": "an anti-cheat check fired",
+    "skipped": "not run: this machine lacks what the task needs (e.g. several GPUs); the message says what",
 }
 
 

@@ -5,7 +5,9 @@ reference timings) and never imports the submission. A worker is spawned ahead o
 imported), hardens itself (its own process group, rlimits, and where the kernel allows: user, pid,
 mount, ipc and network namespaces, a read-only file system, cgroup limits, no capabilities; see
 `sandbox.isolation`; output to a capped file in a private scratch folder), then loads one submission and
-answers requests: run on these inputs, time these calls, report forbidden calls. Tensors cross as
+answers requests: run on these inputs, time these calls, report forbidden calls. A worker that never
+loads a submission also times the task's reference (`time_reference_in_worker`), so that reference
+and submission are timed by the same code in the same kind of clean process. Tensors cross as
 shared memory (CPU) or CUDA IPC handles (GPU). Each request has a wall-clock limit; past it, or
 if the worker dies (a segfault, `os._exit`, a CUDA fault), the whole process group is killed and
 the judge reports it. The worker is then discarded, so nothing it did reaches the next step.
@@ -27,6 +29,7 @@ import os
 import pickle
 import queue
 import resource
+import secrets
 import shutil
 import signal
 import sys
@@ -42,14 +45,18 @@ import torch.multiprocessing as mp
 from kerneldojo.graders.checks import Flagged, ForbiddenOps, message
 from kerneldojo.graders.compile import Build, CompileError
 from kerneldojo.graders.correctness import WrongOutput
+from kerneldojo.graders.timing import time_calls
+from kerneldojo.result import TimeStats
 from kerneldojo.tasks import Task
 
 from . import isolation
 from .device import Device
 from .runner import SubmissionError, TimedRuns
 
-# Wall-clock limits per request, in seconds: loading includes Triton's first imports.
-LIMITS_S = {"load": 120.0, "compile": 120.0, "run": 60.0, "time": 300.0, "flags": 10.0}
+# Wall-clock limits per request, in seconds: loading includes Triton's first imports; timing the
+# reference includes the worker's start and torch.compile of the reference (slow for a big model).
+LIMITS_S = {"load": 120.0, "compile": 120.0, "run": 60.0, "time": 300.0, "flags": 10.0, "join": 120.0, "reference": 600.0}
+REFERENCE_KINDS = ("eager", "compiled")
 OUTPUT_CAP_BYTES = 16 << 20
 OPEN_FILES_CAP = 4096
 CPU_SECONDS_CAP = 1800  # a backstop behind the wall-clock limits: CPU time summed over threads
@@ -98,11 +105,43 @@ class WorkerSolution:
         timed.outputs = [tuple(t.clone() for t in outputs) for outputs in timed.outputs]
         return timed
 
+    def join(self, rank: int, memory) -> None:
+        """A distributed task's rank: this worker's place in the group and the peers' memory (`sandbox.peers`)."""
+        self._call("join", rank, memory)
+
     def close(self) -> None:
         self._worker.stop()
 
     def _call(self, op: str, *args):
         return self._worker.call(op, args, self.limits[op])
+
+
+def time_reference_in_worker(device: Device, task: Task | str, shape: dict, kind: str, sets: int, l2_bytes: int,
+                             budget_s: float, limits: dict[str, float] | None = None) -> TimeStats:
+    """Time the task's reference (`kind` "eager", or "compiled": `torch.compile` of it) at `shape`, in a
+    fresh worker that has loaded no submission and never will.
+
+    The worker makes `sets` input sets from seeds of its own and times them with `graders.timing.time_calls`,
+    the code that times submissions; this one request is its only one, and it is stopped afterwards.
+    Raises `SubmissionError` (`SubmissionTimeout` past `limits["reference"]`) when that fails.
+    """
+    if kind not in REFERENCE_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(REFERENCE_KINDS)}, not {kind!r}")
+    limits = {**LIMITS_S, **(limits or {})}
+    # No spare is started while the reference is timed: its start-up (a CUDA context, a Triton
+    # kernel) would share the GPU with the timed calls. One is started once this worker is done.
+    worker = _take_worker(device, limits, replace=False)
+    try:
+        task_id = task if isinstance(task, str) else task.id
+        stats = worker.call("time_reference", (task_id, dict(shape), kind, sets, l2_bytes, budget_s),
+                            limits["reference"])
+    finally:
+        worker.stop()
+        with contextlib.suppress(Exception):  # a worker that cannot start fails again, and says why, when taken
+            _start_spare(device, limits)
+    if not isinstance(stats, TimeStats):  # the op always sends one
+        raise SubmissionError(f"the reference timing reply was a {type(stats).__name__}")
+    return stats
 
 
 class _Worker:
@@ -215,15 +254,30 @@ _spares: dict[tuple, _Worker] = {}
 _spares_lock = threading.Lock()  # the GPU pool takes workers from several threads
 
 
-def _take_worker(device: Device, limits: dict | None = None) -> _Worker:
-    limits = {k: v for k, v in (limits or {}).items() if k in ("memory", "processes")}
-    key = (str(device.torch_device), tuple(sorted(limits.items())))
+def _take_worker(device: Device, limits: dict | None = None, replace: bool = True) -> _Worker:
+    """The spare worker for this device and these limits (or a new one); with `replace`, a new spare starts."""
+    key, limits = _spare_key(device, limits)
     with _spares_lock:
         worker = _spares.pop(key, None)
         if worker is None or not worker.process.is_alive():
             worker = _Worker(device, limits)
-        _spares[key] = _Worker(device, limits)
+        if replace:
+            _spares[key] = _Worker(device, limits)
     return worker
+
+
+def _start_spare(device: Device, limits: dict | None = None) -> None:
+    """Start a spare worker for this device and these limits, unless a live one is waiting."""
+    key, limits = _spare_key(device, limits)
+    with _spares_lock:
+        spare = _spares.get(key)
+        if spare is None or not spare.process.is_alive():
+            _spares[key] = _Worker(device, limits)
+
+
+def _spare_key(device: Device, limits: dict | None) -> tuple[tuple, dict]:
+    limits = {k: v for k, v in (limits or {}).items() if k in ("memory", "processes")}
+    return (str(device.torch_device), tuple(sorted(limits.items()))), limits
 
 
 @atexit.register
@@ -297,6 +351,13 @@ def _worker_main(requests, replies, device_spec: str, scratch: str, outputs_by_v
                 last = reply = solution.time(*args)  # its tensors too stay alive until the next request
             elif op == "flags":
                 reply = dict(solution.flags)
+            elif op == "join":
+                solution.join(*args)
+                reply = None
+            elif op == "time_reference":
+                if solution is not None:  # a clean process only: nothing a submission left behind slows it
+                    raise SubmissionError("time_reference is answered only by a worker that has loaded no submission")
+                reply = _time_reference(device_spec, *args)
             reply_to("ok", reply)
         except CompileError as e:
             reply_to("compile_error", str(e))
@@ -307,6 +368,35 @@ def _worker_main(requests, replies, device_spec: str, scratch: str, outputs_by_v
         except Exception as e:  # a CUDA fault at the synchronize, an unpicklable output, ...
             reply_to("runtime_error", f"{type(e).__name__}: {e}")
         sys.stdout.flush()
+
+
+def _time_reference(device_spec: str, task_id: str, shape: dict, kind: str, sets: int, l2_bytes: int,
+                    budget_s: float) -> TimeStats:
+    """In a worker that has loaded no submission: time the reference as the harness times a submission."""
+    from kerneldojo.tasks import get_task
+
+    task = get_task(task_id)
+    if kind == "eager":
+        fn = task.reference.reference
+    elif kind == "compiled":
+        import torch._inductor.config as inductor_config
+
+        # Compile in this process: no pool of compile workers to fit under the worker's process and
+        # memory limits; the kernels it makes are the same. Its caches are in the scratch folder
+        # (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR: `isolation._inside`). A precompiled header for
+        # C++ (CPU) kernels is larger than the worker's file-size cap: none is made.
+        inductor_config.compile_threads = 1
+        with contextlib.suppress(AttributeError):  # a torch without the option
+            inductor_config.cpp_cache_precompile_headers = False
+        fn = torch.compile(task.reference.reference)
+    else:
+        raise SubmissionError(f"the reference kind must be one of {', '.join(REFERENCE_KINDS)}, not {kind!r}")
+    device = torch.device(device_spec)
+    calls = [functools.partial(fn, *task.reference.make_inputs(shape, secrets.randbits(31), device),
+                               *task.scalars(shape)) for _ in range(sets)]
+    if device.type != "cuda":
+        raise SubmissionError(f"timing the reference needs a GPU (CUDA events); this worker runs on {device_spec}")
+    return time_calls(calls, device, l2_bytes, budget_s=budget_s)
 
 
 def _reply(replies, sequence: int, kind: str, payload) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
 import importlib.util
 import itertools
 import os
@@ -42,6 +43,7 @@ from .device import Device
 from .triton_interpreter import interpreter
 
 _module_ids = itertools.count()
+COLLECTIVE_RUNS = 40  # a distributed task's ranks make the same calls: a fixed count, not a target error
 
 
 class SubmissionError(Exception):
@@ -73,6 +75,10 @@ class Solution:
     def __init__(self, task: Task, build: Build, device: Device):
         self.task, self.build, self.device = task, build, device
         self.flags: dict[str, str] = {}
+        # A distributed task's rank (`join`): the group passed to solution(), the harness's barrier.
+        self.rank: int | None = None
+        self.group = None
+        self._align: Callable[[], None] | None = None
         self._shapes_called: set[str] = set()
         self._module_name: str | None = None
         # Taken before any submission code runs: what is alive and which functions are the real ones.
@@ -98,7 +104,7 @@ class Solution:
         if self.build.language in ("triton", "python"):
             try:
                 with interpreter(self.device.mode == "cpu"):
-                    result = self._fn(*inputs, *self.task.scalars(shape))
+                    result = self._fn(*inputs, *self.task.scalars(shape), *([self.group] if self.group else []))
             except Exception as e:
                 # Triton compiles a kernel at its first launch: its errors are compile errors.
                 if type(e).__name__ == "CompilationError" or isinstance(e.__cause__, SyntaxError):
@@ -164,12 +170,29 @@ class Solution:
                       f"{limit(shape) / 2**20:.1f} MiB")
             self.flags.setdefault("excess_memory", message("excess_memory", detail))
 
+    def join(self, rank: int, memory) -> None:
+        """Become rank `rank` of a distributed task: solution() gets a `PeerGroup` after its inputs."""
+        from .peers import join
+
+        self.rank = rank
+        self.group, self._align = join(rank, memory, self.device.torch_device)
+
     def time(self, shape: dict, seeds: list[int], output_specs: list[tuple], l2_bytes: int, budget_s: float,
              ) -> TimedRuns:
         """Time calls over a pool of input sets; a set that comes round again first gets new content
         (new seed, same memory), so no result can be reused by pointer or by content. Then profile
-        one call on each of up to PROFILED_CALLS freshly refilled sets."""
-        device, make = self.device.torch_device, self.task.reference.make_inputs
+        one call on each of up to PROFILED_CALLS freshly refilled sets.
+
+        A distributed task's rank times its slice of each set, a fixed number of runs, and draws a
+        set's next seed from its last (`_next_seed`) rather than at random: all ranks hold the same
+        sets and make the same calls, each of which meets the other ranks'."""
+        device, make_all = self.device.torch_device, self.task.reference.make_inputs
+        rank = self.rank
+
+        def make(shape: dict, seed: int, device) -> tuple:
+            inputs = make_all(shape, seed, device)
+            return inputs if rank is None else tuple(t[rank].clone() for t in inputs)
+
         seeds = list(seeds)
         sets = [make(shape, seed, device) for seed in seeds]
         templates = tuple(torch.empty(size, dtype=dtype, device=device) for size, dtype in output_specs)
@@ -180,7 +203,7 @@ class Solution:
             last[k] = self.run(sets[k], shape, out_sets[k], watch=False)
 
         def refill(k: int) -> None:
-            seeds[k] = secrets.randbits(31)
+            seeds[k] = secrets.randbits(31) if rank is None else _next_seed(seeds[k])
             for tensor, fresh in zip(sets[k], make(shape, seeds[k], device)):
                 tensor.copy_(fresh)
             out_sets[k] = poisoned_like(templates)
@@ -190,7 +213,9 @@ class Solution:
                 refill(i % len(sets))
 
         calls = [functools.partial(call, k) for k in range(len(sets))]
-        stats = time_calls(calls, device, l2_bytes, budget_s=budget_s, prepare=prepare)
+        fixed = {} if rank is None else {"min_runs": COLLECTIVE_RUNS, "max_runs": COLLECTIVE_RUNS}
+        stats = time_calls(calls, device, l2_bytes, budget_s=budget_s, prepare=prepare, before_start=self._align,
+                           **fixed)
         profiled = min(PROFILED_CALLS, len(sets))
         for k in range(profiled):
             refill(k)
@@ -276,3 +301,8 @@ class Solution:
         lines = [f"  submission.py, line {f.lineno}, in {f.name}\n    {f.line}" for f in frames[-5:]]
         message = str(error).replace(path, "submission.py").strip()
         return "\n".join([*lines, f"{type(error).__name__}: {message}"])
+
+
+def _next_seed(seed: int) -> int:
+    """A set's next seed, derived from its last: the same on every rank, with no word between them."""
+    return int.from_bytes(hashlib.sha256(seed.to_bytes(8, "little")).digest()[:4], "little") >> 1

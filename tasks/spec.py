@@ -64,6 +64,11 @@ class TaskSpec(BaseModel):
         default=[], description="sizes passed, as ints after the tensors, to reference() and solution() (e.g. a "
         "causal flag); every shape must give them"
     )
+    distributed: bool = Field(
+        False, description="a collective over several GPUs: every shape gives `ranks`, one worker runs per rank, "
+        "make_inputs stacks the ranks' inputs on dim 0 and reference gives every rank's output likewise; solution() "
+        "receives this rank's slices and a `sandbox.peers.PeerGroup` after them"
+    )
     cuda: CudaSpec | None = None
 
     @field_validator("forbidden")
@@ -85,6 +90,13 @@ class TaskSpec(BaseModel):
                     raise ValueError(f"shapes.{set_name}: 'dtype' is not a size; list dtypes in `dtypes`")
                 if missing := [s for s in self.scalars if s not in shape]:
                     raise ValueError(f"shapes.{set_name}: {shape} does not give scalar(s) {missing}")
+        if self.distributed:
+            for set_name in ("test", "bench", "small"):
+                if bad := [s for s in getattr(self.shapes, set_name) if s.get("ranks", 0) < 2]:
+                    raise ValueError(f"shapes.{set_name}: {bad[0]} needs ranks >= 2 (distributed = true)")
+            if set(self.languages) - {"triton", "python"}:
+                raise ValueError("distributed tasks take Python/Triton submissions only (the peer group is a "
+                                 "Python object)")
         native = {"cuda", "cute"} & set(self.languages)
         if native and self.cuda is None:
             raise ValueError(f"languages include {sorted(native)} but there is no [cuda] signature")
