@@ -107,6 +107,13 @@ class Task:
                 f"as {'a tuple of tensors' if len(self.spec.outputs) > 1 else 'a tensor'}, allocated on the "
                 "inputs' device, shaped and typed as reference.py returns."
             )
+            if self.spec.distributed:
+                contract = (
+                    f"Submit a Python file (Triton allowed) that defines `solution({inputs}, group)`. It runs once per "
+                    f"rank, each in its own process on its own GPU: its inputs are this rank's rows of what "
+                    f"make_inputs stacks, and it returns this rank's {outputs} (its row of reference()'s result), "
+                    "allocated on the inputs' device."
+                )
             if self.spec.forbidden:
                 contract += f" Calling these operators flags the submission: {', '.join(self.spec.forbidden)}."
             return f"{self.spec.prompt.strip()}\n\n{contract}"

@@ -2,6 +2,7 @@
 
 import pytest
 import submissions as subs
+import torch
 
 import kerneldojo
 from kerneldojo.baselines import shipped_solutions
@@ -13,9 +14,17 @@ SOLUTIONS = [(t, lang, "baseline") for t in list_tasks() for lang in shipped_sol
 SOLUTIONS += [(t, lang, "starter") for t in list_tasks() for lang in get_task(t).spec.languages]
 
 
+def skip_without_enough_gpus(task) -> None:
+    """A distributed task's baseline passes only where the judge can start a worker per rank."""
+    if task.spec.distributed and torch.cuda.device_count() < task.spec.shapes.test[0]["ranks"]:
+        pytest.skip(f"{task.id} needs {task.spec.shapes.test[0]['ranks']} GPUs; tests/test_collective.py checks "
+                    "that a judge here says `skipped`")
+
+
 @pytest.mark.parametrize(("task_id", "language", "kind"), SOLUTIONS)
 def test_solution_passes_on_the_gpu(gpu_checker, task_id, language, kind):
     task = get_task(task_id)
+    skip_without_enough_gpus(task)
     source = shipped_solutions(task_id)[language].read_text() if kind == "baseline" else task.starter(language)
     result = gpu_checker.evaluate(task, source, language)
     assert result.status == "ok", result.messages
@@ -120,3 +129,21 @@ def test_cuda_ipc_across_a_pid_namespace(monkeypatch):
     for source, language in ((subs.VECTOR_ADD_CUDA, "cuda"), (subs.VECTOR_ADD_TRITON, "triton")):
         result = judge.evaluate("vector_add", source, language)
         assert result.status == "ok", result.messages
+
+
+def test_reference_is_timed_in_a_clean_worker():
+    from kerneldojo.judge import Judge
+    from kerneldojo.sandbox.device import resolve_device
+    from kerneldojo.sandbox.process import time_reference_in_worker
+
+    device, task = resolve_device("cuda"), get_task("vector_add")
+    case = task.cases("bench")[0]
+    stats = time_reference_in_worker(device, task, case.shape, "eager", 3, device.l2_bytes, 0.5)
+    assert stats.runs >= 10 and 0 < stats.min_ms <= stats.median_ms
+    # The judge's route: eager and torch.compile, each in its own worker (no cache: measured here).
+    judge = Judge("cuda", timing_budget_s=0.5, reference_cache=None)
+    result = judge.evaluate(task, shipped_solutions("vector_add")["triton"].read_text(), "triton")
+    assert result.status == "ok" and len(result.timings) == len(task.cases("bench")), result.messages
+    for timing in result.timings:
+        assert timing.eager is not None and timing.eager.median_ms > 0
+        assert timing.compiled is not None and timing.compiled.median_ms > 0 and timing.speedup_vs_compile > 0

@@ -1,0 +1,97 @@
+"""Distributed tasks (all_reduce): one worker per rank, peer memory from the judge, ranks failing together.
+
+CPU mode runs every rank's Triton through the interpreter in its own worker, over shared memory; on
+a host with two GPUs the same paths run over CUDA IPC and peer access, and are timed against NCCL.
+"""
+
+import pytest
+import torch
+
+from kerneldojo.baselines import shipped_solutions
+from kerneldojo.judge import Judge
+
+BASELINE = shipped_solutions("all_reduce")["triton"].read_text()
+TWO_GPUS = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs of one host")
+
+LOCAL_ONLY = """
+def solution(x, group):
+    return x.clone()  # this rank's own contribution only
+"""
+
+EVERY_RANK_THE_SAME = """
+def solution(x, group):
+    return x * group.world_size  # right only if every rank held the same x
+"""
+
+# Rank 1 fails before it reaches the barrier; rank 0 would wait there for it until its time limit.
+ONE_RANK_RAISES = BASELINE.replace("    calls += 1\n", "    calls += 1\n    if group.rank == 1:\n"
+                                   "        raise RuntimeError('rank 1 gives up')\n", 1)
+ONE_RANK_HANGS = BASELINE.replace("    calls += 1\n", "    calls += 1\n    while group.rank == 1:\n        pass\n", 1)
+
+
+def test_the_group_is_what_the_prompt_promises(cpu_judge):
+    probe = """
+import torch
+
+def solution(x, group):
+    assert 0 <= group.rank < group.world_size == 2
+    assert group.buffer_bytes >= 2 * x.nbytes and group.signal_words >= 64
+    assert len(group.buffers) == len(group.signals) == 2
+    assert group.buffer_ptrs.tolist() == [b.data_ptr() for b in group.buffers]
+    assert group.signal_ptrs.dtype == torch.int64 and group.buffer_ptrs.device == x.device
+    return x.clone()
+"""
+    result = cpu_judge.evaluate("all_reduce", probe, "triton")
+    assert result.status == "wrong", result.messages  # it gets that far: the asserts held on both ranks
+
+
+@pytest.mark.parametrize("source", [LOCAL_ONLY, EVERY_RANK_THE_SAME])
+def test_a_sum_that_is_not_over_all_ranks_is_wrong(cpu_judge, source):
+    result = cpu_judge.evaluate("all_reduce", source, "triton")
+    assert result.status == "wrong" and result.reward == cpu_judge.reward.failure
+    assert result.mismatch is not None and result.mismatch.mismatched > 0
+
+
+def test_one_rank_failing_ends_every_rank():
+    result = Judge("cpu", limits={"run": 600.0, "compile": 0.0}).evaluate("all_reduce", ONE_RANK_RAISES, "triton")
+    assert result.status == "runtime_error"
+    assert any("rank 1 gives up" in m for m in result.messages), result.messages
+    # Rank 0, left waiting in the barrier, was killed with its peer instead of running into its 600 s limit.
+    assert not any("limit" in m for m in result.messages), result.messages
+
+
+def test_one_rank_hanging_is_a_timeout():
+    result = Judge("cpu", limits={"run": 10.0, "compile": 0.0}).evaluate("all_reduce", ONE_RANK_HANGS, "triton")
+    assert result.status == "timeout", result.messages
+
+
+def test_without_a_worker_per_rank_the_result_says_skipped_and_why():
+    result = Judge("cpu", isolation="none").evaluate("all_reduce", BASELINE, "triton")
+    assert result.status == "skipped" and result.reward == 0
+    assert "isolation='process'" in result.messages[0]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="this host has the two GPUs the task needs")
+def test_one_gpu_says_skipped_and_why(gpu_checker):
+    result = gpu_checker.evaluate("all_reduce", BASELINE, "triton")
+    assert result.status == "skipped" and "needs 2 GPUs" in result.messages[0], result.messages
+
+
+@pytest.mark.gpu
+@TWO_GPUS
+def test_two_gpus_baseline_is_correct_and_timed_against_nccl(gpu_judge):
+    result = gpu_judge.evaluate("all_reduce", BASELINE, "triton")
+    assert result.status == "ok", result.messages
+    assert result.timed and len(result.timings) == 4  # 2 sizes x 2 dtypes
+    for timing in result.timings:
+        assert timing.eager is not None and timing.eager.median_ms > 0  # NCCL, in its own rank processes
+        assert timing.submission.runs == 40 and timing.profile is not None and timing.profile.own_share > 0.5
+
+
+@pytest.mark.gpu
+@TWO_GPUS
+@pytest.mark.parametrize("source", [LOCAL_ONLY, EVERY_RANK_THE_SAME, ONE_RANK_RAISES])
+def test_two_gpus_failures(gpu_checker, source):
+    result = gpu_checker.evaluate("all_reduce", source, "triton")
+    assert result.status in ("wrong", "runtime_error"), result.messages
