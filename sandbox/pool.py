@@ -383,12 +383,14 @@ _reference_timing_lock = threading.Lock()
 @functools.cache
 def _slot_judge_class():
     from kerneldojo.judge import Judge
+    from kerneldojo.sandbox.peers import Unavailable
 
     class SlotJudge(Judge):
-        """A Judge for one slot among several in this process. Reference timings (run in this process,
-        unlike a submission's) are taken one at a time, so another slot's reference loop does not
-        hold the interpreter between a start event and its launch; writes of the shared
-        reference-time file never interleave."""
+        """A Judge for one slot among several in this process. Writes of the shared reference-time
+        file never interleave. Reference timings are taken in a worker process of their own (with
+        isolation='process' or 'docker', on a GPU), so slots share no interpreter while timing;
+        where they run in this process (isolation='none'), they are taken one at a time, so another
+        slot's reference loop does not hold the interpreter between a start event and its launch."""
 
         def _time_calls(self, calls):
             with _reference_timing_lock:
@@ -397,6 +399,12 @@ def _slot_judge_class():
         def _save_reference_times(self) -> None:
             with _reference_file_lock:
                 super()._save_reference_times()
+
+        def _collective(self, task, build):
+            if self.device.mode == "gpu":  # its ranks' GPUs would be other slots'
+                raise Unavailable(f"{task.id} runs a worker per GPU and a pool slot holds one GPU; evaluate it with "
+                                  "kerneldojo.judge.Judge on a host with the GPUs it needs")
+            return super()._collective(task, build)
 
     return SlotJudge
 
