@@ -136,12 +136,12 @@ class Judge:
             result.status = "compiled"
             result.messages.append(f"compiled for sm_{self.device.arch}; not run: CPU mode has no GPU")
             return
-        if task.spec.distributed:  # fail fast, before any reference is timed, where it cannot run
-            rank_devices(self.device.torch_device, max(s["ranks"] for s in task.spec.shapes.test))
+        if task.spec.distributed:  # before any reference is timed: where it cannot run, say so at once
+            devices = self._rank_devices(task)
         if self.timed:  # before any submission code runs, so nothing it leaves behind can slow the reference
             reference_times = {str(case): self._reference_times_for(task, case) for case in task.cases("bench")}
         if task.spec.distributed:
-            solution = self._collective(task, build)
+            solution = self._collective(task, build, devices)
         elif self.isolation == "process":
             solution = WorkerSolution(task, build, self.device, self.limits)
         elif self.isolation == "docker":
@@ -168,15 +168,18 @@ class Judge:
         if self.device.mode == "cpu":
             result.messages.append(CPU_MODE_NOTE)
 
-    def _collective(self, task: Task, build) -> CollectiveSolution:
-        """One worker per rank; each rank's GPU (or CPU slot) after the judge's own."""
+    def _rank_devices(self, task: Task) -> list[torch.device]:
+        """A distributed task's devices, one per rank: the judge's GPU and the ones after it (CPU mode: CPU)."""
         if self.isolation != "process":
             raise Unavailable(f"distributed tasks run one worker process per rank: use isolation='process', not "
                               f"{self.isolation!r}")
         ranks = {s["ranks"] for s in (*task.spec.shapes.test, *task.spec.shapes.bench, *task.spec.shapes.small)}
         if len(ranks) != 1:
             raise Unavailable(f"{task.id}: every shape must have the same number of ranks, not {sorted(ranks)}")
-        devices = rank_devices(self.device.torch_device, ranks.pop())
+        return rank_devices(self.device.torch_device, ranks.pop())
+
+    def _collective(self, task: Task, build, devices: list[torch.device]) -> CollectiveSolution:
+        """One worker per rank, and the peer memory they share."""
         cases = task.cases("small" if self.device.mode == "cpu" else "test") + task.cases("bench") * self.timed
         buffer_bytes = max(task.reference.peer_buffer_bytes(c.shape) for c in cases)
         return CollectiveSolution(task, build, devices, lambda d: WorkerSolution(task, build, _on(self.device, d),

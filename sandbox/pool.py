@@ -400,11 +400,11 @@ def _slot_judge_class():
             with _reference_file_lock:
                 super()._save_reference_times()
 
-        def _collective(self, task, build):
+        def _rank_devices(self, task):
             if self.device.mode == "gpu":  # its ranks' GPUs would be other slots'
                 raise Unavailable(f"{task.id} runs a worker per GPU and a pool slot holds one GPU; evaluate it with "
                                   "kerneldojo.judge.Judge on a host with the GPUs it needs")
-            return super()._collective(task, build)
+            return super()._rank_devices(task)
 
     return SlotJudge
 
