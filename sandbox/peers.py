@@ -167,8 +167,9 @@ class CollectiveSolution:
         if len(self.ranks) < len(devices):
             self.close()
             raise next(f.exception() for f in starting if f.exception() is not None)
-        memory = PeerMemory.allocate(devices, buffer_bytes)
-        self._each(lambda r: self.ranks[r].join(r, memory))
+        # Kept for the solution's life: the workers map this memory, the judge owns it.
+        self.memory = PeerMemory.allocate(devices, buffer_bytes)
+        self._each(lambda r: self.ranks[r].join(r, self.memory))
 
     @property
     def flags(self) -> dict[str, str]:
