@@ -55,7 +55,8 @@ from .runner import SubmissionError, TimedRuns
 
 # Wall-clock limits per request, in seconds: loading includes Triton's first imports; timing the
 # reference includes the worker's start and torch.compile of the reference (slow for a big model).
-LIMITS_S = {"load": 120.0, "compile": 120.0, "run": 60.0, "time": 300.0, "flags": 10.0, "join": 120.0, "reference": 600.0}
+LIMITS_S = {"load": 120.0, "compile": 120.0, "run": 60.0, "time": 300.0, "flags": 10.0, "join": 120.0,
+            "reference": 600.0}
 REFERENCE_KINDS = ("eager", "compiled")
 OUTPUT_CAP_BYTES = 16 << 20
 OPEN_FILES_CAP = 4096

@@ -164,3 +164,67 @@ def test_returning_a_view_of_an_input_is_wrong(cpu_judge):
     src = "def solution(x):\n    return x.view(-1).view(x.shape)\n"
     result = cpu_judge.evaluate("softmax", src, "python")
     assert result.status == "wrong" and "shares memory with an input" in result.messages[0]
+
+
+def _fake_gpu():
+    """A device the judge takes for a GPU (mode "gpu") whose tensors live on the CPU."""
+    import torch
+
+    from kerneldojo.sandbox.device import Device
+
+    return Device(torch.device("cpu"), "gpu", "Fake GPU", "90a", 1 << 20)
+
+
+def test_reference_is_timed_in_a_worker_and_cached(monkeypatch, tmp_path):
+    import kerneldojo.judge as judge_module
+    from kerneldojo.judge import POOL_SETS, Judge
+    from kerneldojo.result import TimeStats
+    from kerneldojo.sandbox.runner import SubmissionError
+
+    stats = TimeStats(median_ms=1.0, mean_ms=1.1, min_ms=0.9, max_ms=2.0, iqr_ms=0.1, runs=10)
+    asked = []
+
+    def time_reference_in_worker(device, task, shape, kind, sets, l2_bytes, budget_s, limits):
+        asked.append((device, task.id, shape, kind, sets, l2_bytes, budget_s, limits))
+        if kind == "compiled" and failing:
+            raise SubmissionError("torch.compile could not build here")
+        return stats
+
+    failing = False
+    monkeypatch.setattr(judge_module, "time_reference_in_worker", time_reference_in_worker)
+    cache = tmp_path / "reference_times.json"
+    judge = Judge("cpu", timing_budget_s=0.25, limits={"reference": 30}, reference_cache=cache)
+    judge.device = _fake_gpu()
+    task = get_task("vector_add")
+    case = task.cases("bench")[0]
+    assert judge._reference_times_for(task, case) == (stats, stats)
+    assert asked == [(judge.device, "vector_add", case.shape, kind, POOL_SETS[0], 1 << 20, 0.25, {"reference": 30})
+                     for kind in ("eager", "compiled")]
+    assert judge._reference_times_for(task, case) == (stats, stats) and len(asked) == 2  # cached
+    again = Judge("cpu", reference_cache=cache)
+    again.device = judge.device
+    assert again._reference_times_for(task, case) == (stats, stats) and len(asked) == 2  # cached on disk
+    judge.refresh_reference_times()
+    failing = True
+    with pytest.warns(RuntimeWarning, match="timing the compiled reference failed.*could not build here"):
+        assert judge._reference_times_for(task, case) == (stats, None)
+    assert len(asked) == 4
+
+
+def test_reference_is_timed_in_process_without_isolation(monkeypatch):
+    import kerneldojo.judge as judge_module
+    from kerneldojo.judge import Judge
+    from kerneldojo.result import TimeStats
+
+    def no_worker(*args):
+        raise AssertionError("isolation='none' times the reference in the judge's process")
+
+    monkeypatch.setattr(judge_module, "time_reference_in_worker", no_worker)
+    stats = TimeStats(median_ms=1.0, mean_ms=1.1, min_ms=0.9, max_ms=2.0, iqr_ms=0.1, runs=10)
+    judge = Judge("cpu", isolation="none", time_compiled_reference=False, reference_cache=None)
+    judge.device = _fake_gpu()
+    outputs = []
+    judge._time_calls = lambda calls: outputs.extend(call() for call in calls) or stats
+    task = get_task("vector_add")
+    assert judge._reference_times_for(task, task.cases("small")[-1]) == (stats, None)
+    assert len(outputs) == 3 and all(out.shape == (task.cases("small")[-1].shape["n"],) for out in outputs)

@@ -340,3 +340,35 @@ def solution(x, y):
     result = judge.evaluate("vector_add", source, "python")
     assert result.status != "ok" and result.reward <= 0, (result.status, result.messages)
     _then_honest_passes(judge)
+
+
+def test_reference_timing_op_runs_only_in_a_clean_worker(judge):
+    """The reference-timing request, through real (CPU) workers: an unknown task comes back as a clear
+    error; a known one is looked up and its inputs made in the worker, which then stops where CUDA events
+    are needed; a worker that has loaded a submission refuses the request; its reply type is allowed."""
+    from multiprocessing.reduction import ForkingPickler
+
+    from kerneldojo.graders.compile import compile_submission
+    from kerneldojo.result import TimeStats
+    from kerneldojo.sandbox.process import _take_worker, load_reply, time_reference_in_worker
+    from kerneldojo.sandbox.runner import SubmissionError
+    from kerneldojo.tasks import get_task
+
+    task = get_task("vector_add")
+    shape = task.cases("small")[-1].shape
+    with pytest.raises(SubmissionError, match="unknown task 'no_such_task'"):
+        time_reference_in_worker(judge.device, "no_such_task", shape, "eager", 3, 0, 0.5, judge.limits)
+    with pytest.raises(ValueError, match="kind must be one of eager, compiled"):
+        time_reference_in_worker(judge.device, task, shape, "jit", 3, 0, 0.5, judge.limits)
+    worker = _take_worker(judge.device, judge.limits, replace=False)
+    try:
+        with pytest.raises(SubmissionError, match="needs a GPU"):
+            worker.call("time_reference", (task.id, shape, "eager", 3, 0, 0.5), 60)
+        build = compile_submission(task, subs.VECTOR_ADD_TRITON, "triton", judge.device.arch)
+        worker.call("load", (task.id, worker.stage(build)), 60)
+        with pytest.raises(SubmissionError, match="loaded no submission"):
+            worker.call("time_reference", (task.id, shape, "eager", 3, 0, 0.5), 60)
+    finally:
+        worker.stop()
+    stats = TimeStats(median_ms=1.0, mean_ms=1.1, min_ms=0.9, max_ms=2.0, iqr_ms=0.1, runs=10)
+    assert load_reply(bytes(ForkingPickler.dumps((1, "ok", stats)))) == (1, "ok", stats)
