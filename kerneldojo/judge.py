@@ -317,6 +317,9 @@ class Judge:
         return time_calls(calls, self.device.torch_device, self.device.l2_bytes, budget_s=self.timing_budget_s)
 
 
+_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
 def _perturbed(inputs: tuple) -> tuple:
     """A copy, in the same layout (strides included), with a few elements of each floating-point
     input moved (at least one) to values from the same distribution, so every task's input contract
@@ -328,7 +331,11 @@ def _perturbed(inputs: tuple) -> tuple:
             count = max(1, t.numel() // 1000)
             where = torch.unravel_index(torch.randint(0, t.numel(), (count,), device=t.device), t.shape)
             source = torch.unravel_index(torch.randint(0, t.numel(), (count,), device=t.device), t.shape)
-            copy[where] = (t[source].float() + 0.5).to(t.dtype)  # through float32: fp8 has no arithmetic
+            # Gathered and scattered as same-sized integers, through float32 for the arithmetic: CUDA
+            # has no indexing kernels (and no arithmetic) for fp8.
+            bits = _SAME_SIZE_INT[t.element_size()]
+            moved = (t.view(bits)[source].view(t.dtype).float() + 0.5).to(t.dtype)
+            copy.view(bits)[where] = moved.view(bits)
         out.append(copy)
     return tuple(out)
 

@@ -28,6 +28,8 @@ from kerneldojo.result import TimeStats
 from .runner import COLLECTIVE_RUNS
 
 SIGNAL_WORDS = 1024
+# Each rank's one allocation: the harness's barrier pad, the submission's signal pad, its buffer.
+ALIGN_OFFSET, SIGNAL_OFFSET, BUFFER_OFFSET = 0, 256, 256 + 4 * SIGNAL_WORDS
 
 
 @dataclass
@@ -36,68 +38,99 @@ class PeerGroup:
 
     rank: int
     world_size: int
-    buffers: list[Tensor]  # uint8; buffers[p] is rank p's scratch, mapped into this process
-    signals: list[Tensor]  # int32; signals[p] is rank p's pad, zero at the start
-    buffer_ptrs: Tensor  # int64 on this rank's device: the addresses of `buffers`, for kernels
-    signal_ptrs: Tensor
+    buffer: Tensor  # uint8: this rank's scratch, which every rank's kernels reach at buffer_ptrs[rank]
+    signal: Tensor  # int32: this rank's signal pad, zero at the start
+    buffer_ptrs: Tensor  # int64 on this rank's device: every rank's buffer, as kernels here address it
+    signal_ptrs: Tensor  # int64 likewise: every rank's signal pad
 
     @property
     def buffer_bytes(self) -> int:
-        return self.buffers[self.rank].numel()
+        return self.buffer.numel()
 
     @property
     def signal_words(self) -> int:
-        return self.signals[self.rank].numel()
+        return self.signal.numel()
 
 
 @dataclass
 class PeerMemory:
-    """Allocated by the judge, one of each per rank on that rank's device."""
+    """What the judge sends rank `rank`: its own region (allocated by the judge on its device), and
+    how to reach the others' — CUDA IPC handles on the GPU (opened by the worker in its own GPU's
+    context, which is what lets its kernels address them), the shared-memory tensors in CPU mode."""
 
-    buffers: list[Tensor]
-    signals: list[Tensor]
-    align_pads: list[Tensor]  # the harness's own barrier (timing), apart from the submission's pads
+    rank: int
+    own: Tensor
+    peers: list  # per rank: (IPC handle bytes, offset) on the GPU, the region itself on the CPU; None for `rank`
 
-    @classmethod
-    def allocate(cls, devices: list[torch.device], buffer_bytes: int) -> PeerMemory:
-        def zeros(count: int, dtype: torch.dtype, device: torch.device) -> Tensor:
-            t = torch.zeros(count, dtype=dtype, device=device)
-            return t.share_memory_() if device.type == "cpu" else t
 
-        return cls([zeros(buffer_bytes, torch.uint8, d) for d in devices],
-                   [zeros(SIGNAL_WORDS, torch.int32, d) for d in devices],
-                   [zeros(2 * len(devices), torch.int32, d) for d in devices])
+class PeerRegions:
+    """The judge's side: one region per rank on that rank's device, owned by the judge for the step."""
+
+    def __init__(self, devices: list[torch.device], buffer_bytes: int):
+        self.regions = []
+        for device in devices:
+            region = torch.zeros(BUFFER_OFFSET + buffer_bytes, dtype=torch.uint8, device=device)
+            self.regions.append(region.share_memory_() if device.type == "cpu" else region)
+        self.reachable = [r if r.device.type == "cpu" else _ipc_handle(r) for r in self.regions]
+
+    def for_rank(self, rank: int) -> PeerMemory:
+        return PeerMemory(rank, self.regions[rank], [None if p == rank else h for p, h in enumerate(self.reachable)])
 
 
 def join(rank: int, memory: PeerMemory, device: torch.device) -> tuple[PeerGroup, Callable[[], None] | None]:
     """In rank `rank`'s worker: its PeerGroup, and the harness's barrier for aligning timed calls (GPU only)."""
-    if device.type == "cuda":
-        enable_peer_access(device.index, [b.device.index for b in memory.buffers])
+    bases = []
+    for peer, reach in enumerate(memory.peers):
+        if peer == rank:
+            bases.append(memory.own.data_ptr())
+        elif isinstance(reach, Tensor):
+            bases.append(reach.data_ptr())
+        else:
+            bases.append(_open_ipc_handle(device, *reach))
 
-    def addresses(tensors: list[Tensor]) -> Tensor:
-        return torch.tensor([t.data_ptr() for t in tensors], dtype=torch.int64, device=device)
+    def addresses(offset: int) -> Tensor:
+        return torch.tensor([base + offset for base in bases], dtype=torch.int64, device=device)
 
-    group = PeerGroup(rank, len(memory.buffers), memory.buffers, memory.signals,
-                      addresses(memory.buffers), addresses(memory.signals))
-    align = _Aligner(addresses(memory.align_pads), rank, len(memory.buffers)) if device.type == "cuda" else None
+    signal = memory.own[SIGNAL_OFFSET:BUFFER_OFFSET].view(torch.int32)
+    group = PeerGroup(rank, len(bases), memory.own[BUFFER_OFFSET:], signal, addresses(BUFFER_OFFSET),
+                      addresses(SIGNAL_OFFSET))
+    align = _Aligner(addresses(ALIGN_OFFSET), rank, len(bases)) if device.type == "cuda" else None
     return group, align
 
 
-def enable_peer_access(own: int, devices: list[int]) -> None:
-    """Let kernels on GPU `own` address the memory of each other GPU (through the driver API: the
-    runtime's cudaDeviceEnablePeerAccess is not exposed by torch)."""
-    libcuda = ctypes.CDLL("libcuda.so.1")
-    torch.cuda.set_device(own)
-    torch.empty(1, device=f"cuda:{own}")  # makes `own`'s primary context current on this thread
-    for peer in sorted(set(devices) - {own}):
-        if not torch.cuda.can_device_access_peer(own, peer):
-            raise RuntimeError(f"GPU {own} cannot access GPU {peer}'s memory (no NVLink or PCIe peer path)")
-        handle, context = ctypes.c_int(), ctypes.c_void_p()
-        _driver(libcuda.cuDeviceGet(ctypes.byref(handle), peer), "cuDeviceGet")
-        _driver(libcuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), handle), "cuDevicePrimaryCtxRetain")
-        status = libcuda.cuCtxEnablePeerAccess(context, 0)
-        if status != 704:  # CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
-            _driver(status, "cuCtxEnablePeerAccess")
+class _IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+def _libcuda():
+    return ctypes.CDLL("libcuda.so.1")
+
+
+def _ipc_handle(region: Tensor) -> tuple[bytes, int]:
+    """The CUDA IPC handle of the allocation holding `region`, and where in it `region` starts."""
+    libcuda = _libcuda()
+    with torch.cuda.device(region.device):
+        base, size, handle = ctypes.c_uint64(), ctypes.c_size_t(), _IpcHandle()
+        _driver(libcuda.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size),
+                                                ctypes.c_uint64(region.data_ptr())), "cuMemGetAddressRange")
+        _driver(libcuda.cuIpcGetMemHandle(ctypes.byref(handle), base), "cuIpcGetMemHandle")
+    return bytes(handle.reserved), region.data_ptr() - base.value
+
+
+def _open_ipc_handle(device: torch.device, handle: bytes, offset: int) -> int:
+    """Map a peer's allocation into this process in `device`'s context, with peer access enabled
+    (a mapping made in the owning GPU's context, as torch's unpickling makes it, faults here)."""
+    libcuda = _libcuda()
+    torch.cuda.set_device(device)
+    torch.empty(1, device=device)  # the device's primary context, current on this thread
+    if not all(torch.cuda.can_device_access_peer(device.index, d) for d in range(torch.cuda.device_count())
+               if d != device.index):
+        raise RuntimeError(f"{device} cannot access the other GPUs' memory (no NVLink or PCIe peer path)")
+    pointer = ctypes.c_uint64()
+    lazy_enable_peer_access = 1
+    _driver(libcuda.cuIpcOpenMemHandle_v2(ctypes.byref(pointer), _IpcHandle(handle), lazy_enable_peer_access),
+            "cuIpcOpenMemHandle")
+    return pointer.value + offset
 
 
 def _driver(status: int, call: str) -> None:
@@ -168,8 +201,8 @@ class CollectiveSolution:
             self.close()
             raise next(f.exception() for f in starting if f.exception() is not None)
         # Kept for the solution's life: the workers map this memory, the judge owns it.
-        self.memory = PeerMemory.allocate(devices, buffer_bytes)
-        self._each(lambda r: self.ranks[r].join(r, self.memory))
+        self.memory = PeerRegions(devices, buffer_bytes)
+        self._each(lambda r: self.ranks[r].join(r, self.memory.for_rank(r)))
 
     @property
     def flags(self) -> dict[str, str]:

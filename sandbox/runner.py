@@ -175,6 +175,7 @@ class Solution:
         from .peers import join
 
         self.rank = rank
+        self._peer_memory = memory  # in CPU mode its tensors are the peers' mappings: they must stay alive
         self.group, self._align = join(rank, memory, self.device.torch_device)
 
     def time(self, shape: dict, seeds: list[int], output_specs: list[tuple], l2_bytes: int, budget_s: float,

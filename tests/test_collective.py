@@ -36,8 +36,8 @@ import torch
 def solution(x, group):
     assert 0 <= group.rank < group.world_size == 2
     assert group.buffer_bytes >= 2 * x.nbytes and group.signal_words >= 64
-    assert len(group.buffers) == len(group.signals) == 2
-    assert group.buffer_ptrs.tolist() == [b.data_ptr() for b in group.buffers]
+    assert group.buffer_ptrs.tolist()[group.rank] == group.buffer.data_ptr()
+    assert group.signal_ptrs.tolist()[group.rank] == group.signal.data_ptr() and not group.signal.any()
     assert group.signal_ptrs.dtype == torch.int64 and group.buffer_ptrs.device == x.device
     return x.clone()
 """

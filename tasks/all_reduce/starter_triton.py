@@ -36,7 +36,7 @@ def solution(x: torch.Tensor, group) -> torch.Tensor:
     global calls
     calls += 1
     n, world = x.numel(), group.world_size
-    group.buffers[group.rank][: x.nbytes].view(x.dtype).copy_(x)
+    group.buffer[: x.nbytes].view(x.dtype).copy_(x)
     barrier_kernel[(world,)](group.signal_ptrs, group.rank, world, calls, 0)
     out = torch.empty_like(x)
     BLOCK = 1024
