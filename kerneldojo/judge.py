@@ -322,20 +322,22 @@ _SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64
 
 def _perturbed(inputs: tuple) -> tuple:
     """A copy, in the same layout (strides included), with a few elements of each floating-point
-    input moved (at least one) to values from the same distribution, so every task's input contract
-    still holds."""
+    input (of two elements or more) replaced by values found elsewhere in that input, so every
+    task's input contract still holds (a scale or a scalar parameter is left as it is)."""
     out = []
     for t in inputs:
         copy = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
-        if t.is_floating_point() and t.numel():
+        if t.is_floating_point() and t.numel() > 1:
             count = max(1, t.numel() // 1000)
             where = torch.unravel_index(torch.randint(0, t.numel(), (count,), device=t.device), t.shape)
             source = torch.unravel_index(torch.randint(0, t.numel(), (count,), device=t.device), t.shape)
-            # Gathered and scattered as same-sized integers, through float32 for the arithmetic: CUDA
-            # has no indexing kernels (and no arithmetic) for fp8.
+            # Gathered and scattered as same-sized integers, the arithmetic in float32: CUDA has
+            # neither indexing kernels nor arithmetic for fp8.
             bits = _SAME_SIZE_INT[t.element_size()]
-            moved = (t.view(bits)[source].view(t.dtype).float() + 0.5).to(t.dtype)
-            copy.view(bits)[where] = moved.view(bits)
+            moved = t.view(bits)[source].view(t.dtype).float()
+            unchanged = moved == t.view(bits)[where].view(t.dtype).float()
+            nudge = max(float(t.float().std()), 1e-3) / 4  # where the value found is the one it replaces
+            copy.view(bits)[where] = torch.where(unchanged, moved + nudge, moved).to(t.dtype).view(bits)
         out.append(copy)
     return tuple(out)
 

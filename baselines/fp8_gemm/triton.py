@@ -8,7 +8,9 @@
 # to about 14 significant bits, per DeepSeek-V3's measurement). Triton's sm_90 default,
 # max_num_imprecise_acc = 2**30, keeps the whole K loop in it once the accumulator is passed to
 # tl.dot. PROMOTE_K makes Triton restart the tensor-core sum every PROMOTE_K values of k and add it
-# into a float32 register tile; 128 (DeepSeek-V3's interval) is once per K tile, four k = 32 wgmmas.
+# into a float32 register tile. 64 (two k = 32 wgmmas) is what the H200 study chose
+# (docs/results.md, baselines/fp8_study.py): no element out of tolerance at any test shape, and
+# faster at 8192^3 than promoting once per 128 (DeepSeek-V3's interval), which also passed there.
 # (`acc += tl.dot(a, b)` does the same today only because Triton >= 3.5 declines to fold that add
 # into an fp8 dot; the explicit interval does not depend on it.) The cost is a second accumulator in
 # registers: 64 + 64 per thread for a 128x128 tile on two warpgroups; 128x256 and 256x128 tiles need
@@ -27,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-PROMOTE_K = 128  # k values per tensor-core partial sum before it is added in float32
+PROMOTE_K = 64  # k values per tensor-core partial sum before it is added in float32
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
