@@ -99,7 +99,7 @@ def join(rank: int, memory: PeerMemory, device: torch.device) -> tuple[PeerGroup
 
 
 class _IpcHandle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * 64)]
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]  # bytes, not c_char: those would stop at the first NUL
 
 
 def _libcuda():
@@ -128,8 +128,9 @@ def _open_ipc_handle(device: torch.device, handle: bytes, offset: int) -> int:
         raise RuntimeError(f"{device} cannot access the other GPUs' memory (no NVLink or PCIe peer path)")
     pointer = ctypes.c_uint64()
     lazy_enable_peer_access = 1
-    _driver(libcuda.cuIpcOpenMemHandle_v2(ctypes.byref(pointer), _IpcHandle(handle), lazy_enable_peer_access),
-            "cuIpcOpenMemHandle")
+    opened = libcuda.cuIpcOpenMemHandle_v2(ctypes.byref(pointer), _IpcHandle.from_buffer_copy(handle),
+                                           lazy_enable_peer_access)
+    _driver(opened, "cuIpcOpenMemHandle")
     return pointer.value + offset
 
 
