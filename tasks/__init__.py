@@ -171,7 +171,10 @@ def load_task(folder: Path) -> Task:
     for language in spec.languages:
         if not (folder / starter_filename(language)).is_file():
             raise TaskError(f"{folder / starter_filename(language)}: missing; languages lists {language!r}")
-    _load_reference(folder)
+    reference = _load_reference(folder)
+    if spec.distributed and not callable(getattr(reference, "peer_buffer_bytes", None)):
+        raise TaskError(f"{folder / 'reference.py'}: a distributed task must define peer_buffer_bytes(shape), the "
+                        "scratch each rank gets")
     return Task(spec, folder)
 
 

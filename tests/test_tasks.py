@@ -116,3 +116,34 @@ def test_a_malformed_folder_does_not_take_the_others_down(tmp_path, monkeypatch)
             tasks.get_task("softmax")
     finally:
         tasks._load_all.cache_clear()
+
+
+@pytest.fixture
+def collective_copy(tmp_path) -> Path:
+    folder = tmp_path / "all_reduce"
+    shutil.copytree(TASKS_DIR / "all_reduce", folder)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("{ ranks = 2, n = 777 }", "{ n = 777 }", r"shapes\.small: .* needs ranks >= 2"),
+        ('languages = ["triton"]', 'languages = ["triton", "cuda"]', r"Python/Triton submissions only"),
+    ],
+)
+def test_a_distributed_task_needs_ranks_and_python(collective_copy, old, new, message):
+    _edit(collective_copy, old, new)
+    with pytest.raises(TaskError, match=message):
+        load_task(collective_copy)
+
+
+def test_a_distributed_task_needs_its_peer_buffer_size(collective_copy):
+    _edit(collective_copy, "def peer_buffer_bytes(", "def buffer_size(", file="reference.py")
+    with pytest.raises(TaskError, match=r"must define peer_buffer_bytes"):
+        load_task(collective_copy)
+
+
+def test_a_distributed_task_states_its_contract():
+    text = get_task("all_reduce").instructions("triton")
+    assert "solution(x, group)" in text and "its own process on its own GPU" in text
