@@ -182,8 +182,8 @@ class Judge:
         """One worker per rank, and the peer memory they share."""
         cases = task.cases("small" if self.device.mode == "cpu" else "test") + task.cases("bench") * self.timed
         buffer_bytes = max(task.reference.peer_buffer_bytes(c.shape) for c in cases)
-        return CollectiveSolution(task, build, devices, lambda d: WorkerSolution(task, build, _on(self.device, d),
-                                                                                self.limits), buffer_bytes)
+        return CollectiveSolution(devices, lambda d: WorkerSolution(task, build, _on(self.device, d), self.limits),
+                                  buffer_bytes)
 
     def _check(self, task: Task, solution: Solution, result: EvalResult) -> None:
         cases = task.cases("small" if self.device.mode == "cpu" else "test")

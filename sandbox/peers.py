@@ -1,12 +1,13 @@
 """Distributed tasks: one worker per rank, memory that every rank reaches, and the judge's view of
 the ranks as one solution.
 
-The judge allocates each rank's scratch buffer and signal pad on that rank's GPU (shared memory
-in CPU mode) and sends all of them to every worker, as it sends inputs: CUDA IPC maps a peer's
-buffer into each worker, and peer access lets its kernels read and write it over NVLink. There is
-no process group, no NCCL and no network between the workers; what a submission exchanges goes
-through these buffers. `CollectiveSolution` then looks like any `Solution` to the judge: inputs
-and outputs stacked over ranks on dim 0, rank r computing row r.
+The judge allocates one region per rank on that rank's GPU (shared memory in CPU mode): the
+harness's barrier pad, the submission's signal pad and its scratch buffer. Each worker receives
+its own region as it receives inputs, and the CUDA IPC handles of the others, which it opens in
+its own GPU's context with peer access, so that its kernels can read and write them over NVLink.
+There is no process group, no NCCL and no network between the workers; what a submission
+exchanges goes through these regions. `CollectiveSolution` then looks like any `Solution` to the
+judge: inputs and outputs stacked over ranks on dim 0, rank r computing row r.
 """
 
 from __future__ import annotations
@@ -192,7 +193,7 @@ class CollectiveSolution:
     for the others. When one rank fails, all workers are killed: a peer left in a barrier would
     otherwise spin until its time limit."""
 
-    def __init__(self, task, build, devices: list[torch.device], make_worker: Callable, buffer_bytes: int):
+    def __init__(self, devices: list[torch.device], make_worker: Callable, buffer_bytes: int):
         self.devices = devices
         self._pool = cf.ThreadPoolExecutor(len(devices), thread_name_prefix="kerneldojo-rank")
         starting = [self._pool.submit(make_worker, d) for d in devices]
@@ -214,8 +215,8 @@ class CollectiveSolution:
         return merged
 
     def run(self, inputs: tuple, shape: dict, outputs: tuple, watch: bool = True) -> tuple:
-        mine = [tuple(t[r].to(d).clone() for t in inputs) for r, d in enumerate(self.devices)]
-        outs = [tuple(t[r].to(d).clone() for t in outputs) for r, d in enumerate(self.devices)]
+        mine = [tuple(t[r].to(d, copy=True) for t in inputs) for r, d in enumerate(self.devices)]
+        outs = [tuple(t[r].to(d, copy=True) for t in outputs) for r, d in enumerate(self.devices)]
         got = self._each(lambda r: self.ranks[r].run(mine[r], shape, outs[r], watch))
         for r, rank_inputs in enumerate(mine):  # what a rank did to its inputs shows in the judge's copy
             for full, part in zip(inputs, rank_inputs):
