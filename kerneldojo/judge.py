@@ -249,38 +249,17 @@ class Judge:
 
     def _reference_times_for(self, task: Task, case: Case) -> tuple[TimeStats | None, TimeStats | None]:
         if task.spec.distributed:  # a collective is compared with NCCL's; there is no compiled form of that
-            return self._nccl_time(task, case), None
+            return self._reference_time(task, case, "nccl"), None
         return tuple(self._reference_time(task, case, kind) for kind in ("eager", "compiled"))
 
-    def _nccl_time(self, task: Task, case: Case) -> TimeStats | None:
-        key = _reference_key(task, case, "nccl", self.device.name)
-        if key not in self._reference_times:
-            devices = rank_devices(self.device.torch_device, case.shape["ranks"])
-            try:
-                stats = time_nccl_all_reduce(task, case, devices, self.device.l2_bytes)
-                self._reference_times[key] = stats.model_dump()
-            except Exception as e:
-                warnings.warn(f"{task.id} {case}: {e}", RuntimeWarning, stacklevel=2)
-                self._reference_times[key] = None
-            self._save_reference_times()
-        stored = self._reference_times[key]
-        return TimeStats(**stored) if stored else None
-
     def _reference_time(self, task: Task, case: Case, kind: str) -> TimeStats | None:
+        """`kind`: "eager", "compiled" (torch.compile of the reference) or "nccl" (a collective's)."""
         if kind == "compiled" and not self.time_compiled_reference:
             return None
         key = _reference_key(task, case, kind, self.device.name)
         if key not in self._reference_times:
             try:
-                if self.isolation != "none" and self.device.mode == "gpu":
-                    # In a fresh worker that never loads a submission, by the harness's `time_calls`:
-                    # the reference runs in the same kind of clean process as the submission it is
-                    # compared with, with none of this judge's state (other tasks' compiled graphs).
-                    stats = time_reference_in_worker(self.device, task, case.shape, kind, POOL_SETS[0],
-                                                     self.device.l2_bytes, self.timing_budget_s, self.limits)
-                else:
-                    stats = self._time_calls(_reference_calls(task, case, kind, self.device.torch_device))
-                self._reference_times[key] = stats.model_dump()
+                self._reference_times[key] = self._measure_reference(task, case, kind).model_dump()
             except Exception as e:  # torch.compile can fail on a platform; the eager figure still stands
                 warnings.warn(f"{task.id} {case}: timing the {kind} reference failed, so the case has no {kind} "
                               f"figure (kept in the cache until refresh_reference_times()): {type(e).__name__}: {e}",
@@ -289,6 +268,18 @@ class Judge:
             self._save_reference_times()
         stored = self._reference_times[key]
         return TimeStats(**stored) if stored else None
+
+    def _measure_reference(self, task: Task, case: Case, kind: str) -> TimeStats:
+        if kind == "nccl":  # in clean rank processes of its own
+            devices = rank_devices(self.device.torch_device, case.shape["ranks"])
+            return time_nccl_all_reduce(task, case, devices, self.device.l2_bytes)
+        if self.isolation != "none" and self.device.mode == "gpu":
+            # In a fresh worker that never loads a submission, by the harness's `time_calls`: the
+            # reference runs in the same kind of clean process as the submission it is compared
+            # with, with none of this judge's state (other tasks' compiled graphs).
+            return time_reference_in_worker(self.device, task, case.shape, kind, POOL_SETS[0], self.device.l2_bytes,
+                                            self.timing_budget_s, self.limits)
+        return self._time_calls(_reference_calls(task, case, kind, self.device.torch_device))
 
     def refresh_reference_times(self) -> None:
         self._reference_times = {}
