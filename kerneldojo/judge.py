@@ -279,7 +279,8 @@ class Judge:
             # with, with none of this judge's state (other tasks' compiled graphs).
             return time_reference_in_worker(self.device, task, case.shape, kind, POOL_SETS[0], self.device.l2_bytes,
                                             self.timing_budget_s, self.limits)
-        return self._time_calls(_reference_calls(task, case, kind, self.device.torch_device))
+        fn = _compiled_reference(task.id) if kind == "compiled" else None
+        return self._time_calls(task.reference_calls(case.shape, self.device.torch_device, POOL_SETS[0], fn))
 
     def refresh_reference_times(self) -> None:
         self._reference_times = {}
@@ -383,13 +384,6 @@ def _reference_key(task: Task, case: Case, kind: str, device_name: str) -> str:
 def _default_reference_cache() -> Path:
     root = os.environ.get("KERNELDOJO_CACHE") or Path.home() / ".cache" / "kerneldojo"
     return Path(root) / "reference_times.json"
-
-
-def _reference_calls(task: Task, case: Case, kind: str, device: torch.device) -> list:
-    """The reference's timed calls in this process (isolation='none'): one per input set."""
-    fn = task.reference.reference if kind == "eager" else _compiled_reference(task.id)
-    arg_sets = [task.reference.make_inputs(case.shape, secrets.randbits(31), device) for _ in range(POOL_SETS[0])]
-    return [functools.partial(fn, *a, *task.scalars(case.shape)) for a in arg_sets]
 
 
 @functools.cache

@@ -29,7 +29,6 @@ import os
 import pickle
 import queue
 import resource
-import secrets
 import shutil
 import signal
 import sys
@@ -378,7 +377,7 @@ def _time_reference(device_spec: str, task_id: str, shape: dict, kind: str, sets
 
     task = get_task(task_id)
     if kind == "eager":
-        fn = task.reference.reference
+        fn = None  # the reference itself
     elif kind == "compiled":
         import torch._inductor.config as inductor_config
 
@@ -393,8 +392,7 @@ def _time_reference(device_spec: str, task_id: str, shape: dict, kind: str, sets
     else:
         raise SubmissionError(f"the reference kind must be one of {', '.join(REFERENCE_KINDS)}, not {kind!r}")
     device = torch.device(device_spec)
-    calls = [functools.partial(fn, *task.reference.make_inputs(shape, secrets.randbits(31), device),
-                               *task.scalars(shape)) for _ in range(sets)]
+    calls = task.reference_calls(shape, device, sets, fn)
     if device.type != "cuda":
         raise SubmissionError(f"timing the reference needs a GPU (CUDA events); this worker runs on {device_spec}")
     return time_calls(calls, device, l2_bytes, budget_s=budget_s)

@@ -13,6 +13,7 @@ import difflib
 import functools
 import hashlib
 import importlib.util
+import secrets
 import sys
 import warnings
 from dataclasses import dataclass
@@ -88,6 +89,13 @@ class Task:
         """The reference's outputs for these inputs (and the shape's scalars), always as a tuple."""
         out = self.reference.reference(*inputs, *self.scalars(shape))
         return out if isinstance(out, tuple) else (out,)
+
+    def reference_calls(self, shape: dict, device, sets: int, fn=None) -> list:
+        """Zero-argument calls of `fn` (default: the reference; or a compiled form of it), one per
+        fresh input set from a seed of its own: what a reference timing times."""
+        fn = fn or self.reference.reference
+        return [functools.partial(fn, *self.reference.make_inputs(shape, secrets.randbits(31), device),
+                                  *self.scalars(shape)) for _ in range(sets)]
 
     def scalars(self, shape: dict | None) -> tuple[int, ...]:
         """The shape's values that reference() and solution() take after the tensors (`scalars`)."""
