@@ -8,7 +8,10 @@
    judge flushes L2);
 3. range: the Triton `vector_add` kernel from about 5 µs to 50 ms, timed by `graders.timing.time_calls`
    over a pool of input sets refilled on reuse, with runs, median, IQR and relative standard error,
-   the profiler's busy time beside it, and the share of the measured copy roofline.
+   the profiler's busy time beside it, and the share of the measured copy roofline;
+4. method: the ncu section's kernels timed in this process by `time_calls` with the judge's method
+   and with the variants it replaced (L2 flushed by a write instead of a read; a fixed GPU spin
+   instead of the host gate), on an idle host and on one with every core busy, side by side.
 
     python -m kerneldojo.baselines.bench_timing --out DIR [--budget-s 420] [--steps 10]
     python -m kerneldojo.baselines.bench_timing --render DIR/timing.json   # tables from a saved run
@@ -37,7 +40,7 @@ import time
 import traceback
 from pathlib import Path
 
-SECTIONS = ("range", "repeat", "ncu")
+SECTIONS = ("range", "repeat", "method", "ncu")
 # (task, languages to try in order). The Triton matmul baseline autotunes at every step (~7 s a
 # step on an H100, docs/results.md), so the CUDA one is tried first; Triton only if nvcc fails.
 REPEAT_TASKS = (("vector_add", ("triton",)), ("matmul", ("cuda", "triton")), ("softmax", ("triton",)))
@@ -49,6 +52,7 @@ BIG_N = 1 << 27  # vector_add elements past which the range section makes passes
 POOL_BYTES_CAP = 8 << 30
 GOAL_SPREAD, GOAL_NCU, MIN_REPEAT_MS = 0.02, 0.03, 0.020
 RANGE_BUDGET_S, NCU_RESERVE_S, NCU_MIN_S, NCU_TASK_LIMIT_S = 90.0, 130.0, 40.0, 200.0
+METHOD_RESERVE_S = 60.0
 UNIT_MS = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0, "ms": 1.0,
            "second": 1e3, "s": 1e3}
 
@@ -61,6 +65,7 @@ class Report:
     def __init__(self, out: Path, meta: dict):
         self.path = out / "timing.json"
         self.data: dict = {"meta": meta}
+        self.started = time.perf_counter()
         self.save()
 
     def save(self) -> None:
@@ -221,6 +226,19 @@ def section_range(report: Report, device, l2_bytes: int, copy_bytes_per_s: float
 # Section "repeat": the same submission in separate judge steps.
 
 
+GPU_QUERY = "clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_event_reasons.active"
+
+
+def gpu_state(index: int) -> str:
+    """nvidia-smi's read-only view of the GPU's clocks, temperature, power and throttle reasons."""
+    try:
+        proc = subprocess.run(["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader", "-i", str(index)],
+                              capture_output=True, text=True, timeout=20)
+        return (proc.stdout or proc.stderr).strip()
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"{type(e).__name__}: {e}"
+
+
 def step_record(result) -> dict:
     cases = []
     for t in result.timings:
@@ -249,6 +267,7 @@ def summarize_steps(steps: list[dict]) -> list[dict]:
         s = spread(d["median"])
         in_scope = s["median"] >= MIN_REPEAT_MS
         out.append({"case": case, "event": s, "busy": spread(d["busy"]), "scored": spread(d["scored"]),
+                    "per_step_ms": d["median"],
                     "in_scope": in_scope, "goal_met": (s["range_rel"] is not None and s["range_rel"] < GOAL_SPREAD)
                     if in_scope and s["n"] > 1 else None})
     return out
@@ -262,6 +281,13 @@ def section_repeat(report: Report, steps: int, isolation: str, out: Path, stop_a
 
     judge = Judge("cuda", time_compiled_reference=False, isolation=isolation,
                   reference_cache=out / "reference_times.json")
+    index = judge.device.torch_device.index or 0
+
+    def step(task_id: str, source: str, language: str):
+        before, started = gpu_state(index), time.perf_counter()
+        result = judge.evaluate(task_id, source, language)
+        return result, {"at_s": round(started - report.started, 1), "gpu_before": before, "gpu_after": gpu_state(index)}
+
     entries, sources = [], {}
     for task_id, languages in REPEAT_TASKS:  # step 1, and the language: the first whose baseline passes
         entry = {"task": task_id, "language": None, "steps": [], "tried": []}
@@ -270,11 +296,11 @@ def section_repeat(report: Report, steps: int, isolation: str, out: Path, stop_a
         try:
             solutions = shipped_solutions(task_id)
             for language in [lang for lang in languages if lang in solutions]:
-                first = judge.evaluate(task_id, solutions[language].read_text(), language)
+                first, seen = step(task_id, solutions[language].read_text(), language)
                 entry["tried"].append({"language": language, "status": first.status, "wall_s": first.wall_s})
                 if first.status == "ok":
                     entry["language"], sources[task_id] = language, solutions[language].read_text()
-                    entry["steps"].append(step_record(first))
+                    entry["steps"].append(step_record(first) | seen)
                     entry["summary"] = summarize_steps(entry["steps"])
                     break
                 entry["tried"][-1]["messages"] = [m[:500] for m in first.messages[:3]]
@@ -289,8 +315,8 @@ def section_repeat(report: Report, steps: int, isolation: str, out: Path, stop_a
                 entry["note"] = f"time budget spent after {len(entry['steps'])} steps"
                 continue
             try:
-                entry["steps"].append(step_record(judge.evaluate(entry["task"], sources[entry["task"]],
-                                                                 entry["language"])))
+                result, seen = step(entry["task"], sources[entry["task"]], entry["language"])
+                entry["steps"].append(step_record(result) | seen)
             except Exception as e:
                 entry["error"] = _error(e)
             entry["summary"] = summarize_steps(entry["steps"])
@@ -298,6 +324,98 @@ def section_repeat(report: Report, steps: int, isolation: str, out: Path, stop_a
             last = entry["steps"][-1]
             print(f"repeat {entry['task']} step {len(entry['steps'])}: {last['status']}, {last['wall_s']:.1f} s, "
                   + ", ".join(f"{c['median_ms'] * 1e3:.2f} µs" for c in last["cases"]), file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Section "method": the judge's timing method beside the variants it replaced, in one process.
+
+
+def _write_flush(buffer) -> None:
+    buffer.zero_()
+
+
+class _Spin:
+    """The head start the host gate replaced: a fixed ~0.1 ms GPU spin before the start event."""
+
+    def __init__(self, device):
+        pass
+
+    def close(self) -> None:
+        import torch
+
+        torch.cuda._sleep(200_000)
+
+    def open(self) -> None:
+        pass
+
+
+# name -> (flush, head start, host loaded); the first is the judge's method.
+METHOD_VARIANTS = {"judge": ("read", "gate", False), "write flush": ("write", "gate", False),
+                   "spin (old)": ("write", "spin", False), "judge, host loaded": ("read", "gate", True),
+                   "spin (old), host loaded": ("write", "spin", True)}
+METHOD_TASKS = ("vector_add", "softmax")
+HEAD_STARTS = {"gate": "the host gate", "spin": "a 0.1 ms spin"}
+
+
+@contextlib.contextmanager
+def timing_method(flush: str, head_start: str):
+    from kerneldojo.graders import timing
+
+    saved = timing.flush_l2, timing.HostGate
+    timing.flush_l2 = _write_flush if flush == "write" else saved[0]
+    timing.HostGate = _Spin if head_start == "spin" else saved[1]
+    try:
+        yield
+    finally:
+        timing.flush_l2, timing.HostGate = saved
+
+
+@contextlib.contextmanager
+def busy_host():
+    """Every core spinning in a process of its own, as when other workers start beside a step."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        for p in spinners:
+            p.kill()
+        for p in spinners:
+            p.wait()
+
+
+def section_method(report: Report, device, l2_bytes: int, stop_at: float, budget_s: float = 1.0) -> None:
+    import torch
+
+    from kerneldojo.graders.timing import pool_size, time_calls
+    from kerneldojo.tasks import get_task
+
+    for task_id in METHOD_TASKS:
+        task = get_task(task_id)
+        solution = load_baseline(task_id).solution
+        for case in task.cases("bench"):
+            if time.perf_counter() > stop_at:
+                report.data["method"]["note"] = f"time budget spent before {task_id} {case}"
+                return
+            row = {"task": task_id, "case": str(case), "variants": {}}
+            report.data["method"]["tasks"].append(row)
+            try:
+                probe = task.reference.make_inputs(case.shape, 0, device)
+                set_bytes = sum(t.numel() * t.element_size() for t in probe + task.expected(*probe, shape=case.shape))
+                del probe
+                calls = task.reference_calls(case.shape, device, pool_size(set_bytes, l2_bytes), fn=solution)
+                for name, (flush, head_start, loaded) in METHOD_VARIANTS.items():
+                    with timing_method(flush, head_start), busy_host() if loaded else contextlib.nullcontext():
+                        stats = time_calls(calls, device, l2_bytes, budget_s=budget_s)
+                    row["variants"][name] = {"median_ms": stats.median_ms, "iqr_ms": stats.iqr_ms, "runs": stats.runs}
+                del calls
+                torch.cuda.empty_cache()
+            except Exception as e:
+                row["error"] = _error(e)
+            report.save()
+            print(f"method {task_id} {case}: " + ", ".join(f"{k} {v['median_ms'] * 1e3:.2f} µs"
+                                                            for k, v in row["variants"].items()),
+                  row.get("error", ""), file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -548,20 +666,20 @@ def render(data: dict) -> str:
         if rep.get("error"):
             lines += [f"Section failed: `{rep['error'].splitlines()[0]}`", ""]
         lines += ["| task | lang | case | ok steps | median of medians (µs) | min–max (µs) | (max−min)/median "
-                  "| stdev/mean | busy: (max−min)/median | goal < 2 % (≥ 20 µs) |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| stdev/mean | busy: (max−min)/median | goal < 2 % (≥ 20 µs) | per-step medians, in order (µs) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for entry in rep.get("tasks", []):
             if entry.get("error") or not entry.get("summary"):
                 why = (entry.get("error") or "no ok step").splitlines()[0][:160]
                 tried = ", ".join(f"{t['language']}: {t['status']}" for t in entry.get("tried", []))
-                lines.append(f"| {entry['task']} | {entry.get('language') or '–'} | {why} {tried} | | | | | | | |")
+                lines.append(f"| {entry['task']} | {entry.get('language') or '–'} | {why} {tried} | | | | | | | | |")
             for s in entry.get("summary", []):
                 e, b = s.get("event", {}), s.get("busy", {})
                 goal = _yes(s.get("goal_met")) if s.get("in_scope") else "under 20 µs"
                 lines.append(f"| {entry['task']} | {entry['language']} | {s['case']} | {e.get('n', 0)} | "
                              f"{_us(e.get('median'))} | {_us(e.get('min'))}–{_us(e.get('max'))} | "
                              f"{_pct(e.get('range_rel'))} | {_pct(e.get('cv'))} | {_pct(b.get('range_rel'))} "
-                             f"| {goal} |")
+                             f"| {goal} | {', '.join(_us(v) for v in s.get('per_step_ms', []))} |")
         lines.append("")
     nc = data.get("ncu")
     if nc is not None:
@@ -586,6 +704,7 @@ def render(data: dict) -> str:
                              f"{_pct(c['event_vs_ncu'], True)} | {_us(c['judge_busy_ms'])} | "
                              f"{_pct(c['busy_vs_ncu'], True)} | {_yes(c['within_goal'])} |")
         lines.append("")
+    lines += render_method(data)
     rg = data.get("range")
     if rg is not None:
         lines += ["### One kernel from 5 µs to 50 ms (Triton `vector_add`, `time_calls` over a refilled pool)", ""]
@@ -609,6 +728,32 @@ def render(data: dict) -> str:
             lines.append(f"\n{rg['note']}")
         lines.append("")
     return "\n".join(lines)
+
+
+def render_method(data: dict) -> list[str]:
+    me = data.get("method")
+    if me is None:
+        return []
+    ncu = {(e["task"], c["case"]): c["ncu_median_ms"] for e in data.get("ncu", {}).get("tasks", [])
+           for c in e.get("cases", [])}
+    names = list(METHOD_VARIANTS)
+    lines = ["### The method beside the variants it replaced (event medians, µs; vs ncu in brackets)", "",
+             "Variants: " + "; ".join(f"**{n}**: L2 flushed by a {f}, {HEAD_STARTS[h]}{', every core busy' * loaded}"
+                                      for n, (f, h, loaded) in METHOD_VARIANTS.items()) + ".", "",
+             "| task | case | ncu (µs) | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
+    if me.get("error"):
+        lines[1:1] = [f"Section failed: `{me['error'].splitlines()[0]}`", ""]
+    for row in me.get("tasks", []):
+        ref = ncu.get((row["task"], row["case"]))
+        cells = []
+        for n in names:
+            v = row["variants"].get(n, {}).get("median_ms")
+            cells.append("–" if v is None else _us(v) + (f" ({_pct((v - ref) / ref, True, 1)})" if ref else ""))
+        error = f" {row['error'].splitlines()[0][:160]}" if row.get("error") else ""
+        lines.append(f"| {row['task']} | {row['case']}{error} | {_us(ref)} | " + " | ".join(cells) + " |")
+    if me.get("note"):
+        lines.append(f"\n{me['note']}")
+    return [*lines, ""]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -670,8 +815,12 @@ def run(args, sections: list[str]) -> int:
                 section_range(report, dev.torch_device, dev.l2_bytes, peaks.dram_bytes_per_s,
                               min(deadline, time.perf_counter() + RANGE_BUDGET_S))
             elif name == "repeat":
-                reserve = NCU_RESERVE_S if "ncu" in sections[sections.index(name):] else 0.0
+                later = sections[sections.index(name):]
+                reserve = NCU_RESERVE_S * ("ncu" in later) + METHOD_RESERVE_S * ("method" in later)
                 section_repeat(report, args.steps, args.isolation, args.out, deadline - reserve)
+            elif name == "method":
+                section_method(report, dev.torch_device, dev.l2_bytes, deadline - (NCU_RESERVE_S if "ncu" in sections
+                               else 0.0))
             elif name == "ncu":
                 section_ncu(report, dev.torch_device, args.out, args.ncu_launches, args.ncu_warmup, deadline,
                             args.ncu)

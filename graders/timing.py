@@ -1,15 +1,18 @@
 """Timing: CUDA events around each call, after warm-up, with L2 flushed and the device idle.
 
-Each timed call gets a cold L2 (a buffer twice its size is written first) and the device is
+Each timed call gets a cold L2 (a buffer twice its size is read first) and the device is
 synchronized before and after, so no earlier work overlaps it and work left on any stream is
-waited for. Calls rotate over several input sets (one zero-argument call each); `prepare(i)` runs
-before call i, outside the timed window (the judge's harness refreshes a reused input set there).
+waited for. The host's launch overhead stays out of the window: the GPU is held by a gate kernel
+until the host has queued the whole call (`HostGate`). Calls rotate over several input sets (one
+zero-argument call each); `prepare(i)` runs before call i, outside the timed window (the judge's
+harness refreshes a reused input set there).
 Repetition stops when the relative standard error of the mean falls under `target_rse`, or when
 the time budget or the run cap is reached; the median is the figure reported.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
@@ -19,7 +22,9 @@ import torch
 
 from kerneldojo.result import TimeStats
 
-HEAD_START_CYCLES = 200_000  # about 0.1 ms at Hopper's clocks
+# The gate opens by itself after this long: a call that waits for the GPU (say, `.item()`) would
+# otherwise deadlock against it; such a call's window then includes its host time, as it should.
+GATE_TIMEOUT_NS = 20_000_000
 # Timed calls rotate over a pool of input sets at least twice the L2 in size (within these bounds).
 POOL_SETS = (3, 64)
 POOL_BYTES_CAP = 8 << 30
@@ -44,7 +49,8 @@ def time_calls(
     prepare: Callable[[int], None] | None = None,
     before_start: Callable[[], None] | None = None,
 ) -> TimeStats:
-    flush = torch.empty(max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device=device)
+    flush = torch.empty(max(2 * l2_bytes, 1 << 20) // 4, dtype=torch.int32, device=device)
+    gate = HostGate(device)
     prepare = prepare or (lambda i: None)
     for i in range(warmup):
         prepare(i)
@@ -57,21 +63,66 @@ def time_calls(
         i = warmup + len(times)
         prepare(i)
         torch.cuda.synchronize(device)  # the device idle: nothing earlier overlaps this call
-        # The flush, then a short spin, keep the GPU busy while the host records the start event and
-        # issues the call: the start event fires when the GPU reaches it, by when the call's kernels
-        # are queued, so the host's launch overhead (tens of µs from Python) stays out of the figure.
-        flush.zero_()
-        torch.cuda._sleep(HEAD_START_CYCLES)
+        flush_l2(flush)
+        gate.close()
         if before_start is not None:  # a collective's ranks meet here, on the GPU, before their clocks start
             before_start()
         start.record()
         calls[i % len(calls)]()
         end.record()
+        gate.open()
         torch.cuda.synchronize(device)
         times.append(start.elapsed_time(end))
         if len(times) >= min_runs and (_rse(times) < target_rse or time.perf_counter() > deadline):
             break
     return summarize(times)
+
+
+def flush_l2(buffer: torch.Tensor) -> None:
+    """Evict the previous call's data from L2 by reading a buffer twice its size. A read leaves clean
+    lines behind; a write (`zero_()`, as KernelBench, GPU MODE and Triton's do_bench do) leaves dirty
+    ones, whose write-back the timed call would pay for (docs/timing.md compares the two)."""
+    torch.amax(buffer)
+
+
+class HostGate:
+    """A one-thread kernel that holds the GPU's queue until the host opens it, so that the start event
+    fires only once the host has issued the whole call. Without it the window starts while the host is
+    still launching (tens of µs from Python, more on a loaded host); NVBench's blocking kernel does
+    the same. The flag lives in pinned host memory, which the GPU reads over the bus."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.flag = torch.ones(1, dtype=torch.int32, pin_memory=True)
+        self._launch()  # compiles the kernel here, outside any window; the flag is up, so it returns at once
+
+    def close(self) -> None:
+        self.flag[0] = 0  # the device is idle (synchronized): no gate is reading it
+        self._launch()
+
+    def open(self) -> None:
+        self.flag[0] = 1
+
+    def _launch(self) -> None:
+        with torch.cuda.device(self.device):
+            _gate_kernel()[(1,)](self.flag, GATE_TIMEOUT_NS)
+
+
+@functools.cache
+def _gate_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def kerneldojo_gate(flag_ptr, timeout_ns):
+        start = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False,
+                                          pack=1)
+        now = start
+        while (tl.load(flag_ptr, volatile=True) == 0) & (now - start < timeout_ns):
+            now = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False,
+                                            pack=1)
+
+    return kerneldojo_gate
 
 
 def summarize(times_ms: Sequence[float]) -> TimeStats:

@@ -1,5 +1,7 @@
 """On a GPU: every shipped solution and starter passes and is timed; failures keep their shape."""
 
+import time
+
 import pytest
 import submissions as subs
 import torch
@@ -147,3 +149,25 @@ def test_reference_is_timed_in_a_clean_worker():
     for timing in result.timings:
         assert timing.eager is not None and timing.eager.median_ms > 0
         assert timing.compiled is not None and timing.compiled.median_ms > 0 and timing.speedup_vs_compile > 0
+
+
+def test_host_gate_keeps_launch_overhead_out_and_never_deadlocks():
+    from kerneldojo.graders.timing import GATE_TIMEOUT_NS, time_calls
+
+    device = torch.device("cuda")
+    x = torch.empty(1 << 20, device=device)
+
+    def slow_host():  # 2 ms of host time before one tiny kernel
+        time.sleep(2e-3)
+        x.add_(1)
+
+    gated = time_calls([slow_host], device, 1 << 20, budget_s=0.5)
+    # Not a performance bound: the method's contract that the window holds the GPU's work, not the host's 2 ms.
+    assert gated.median_ms < 1.0, gated
+
+    def waits_for_the_gpu():  # a call that synchronizes inside the window: the gate times out, no deadlock
+        x.add_(1)
+        torch.cuda.synchronize()
+
+    waited = time_calls([waits_for_the_gpu], device, 1 << 20, min_runs=3, max_runs=3)
+    assert waited.runs == 3 and waited.median_ms < 5 * GATE_TIMEOUT_NS / 1e6
