@@ -185,7 +185,7 @@ def time_range_row(kernel, block: int, warps: int, n: int, passes: int, device, 
     profiled = min(10, sets_n)
     for k in range(profiled):
         refill(k)
-    profile = summarize_profile(profile_calls(calls[:profiled], device), profiled, {"add_kernel"})
+    profile = summarize_profile(profile_calls(calls[:profiled], device, l2_bytes), profiled, {"add_kernel"})
     moved = 12 * n * passes
     floor = 1e3 * moved / copy_bytes_per_s
     scored = max(stats.median_ms, profile.busy_ms)
@@ -330,8 +330,16 @@ def section_repeat(report: Report, steps: int, isolation: str, out: Path, stop_a
 # Section "method": the judge's timing method beside the variants it replaced, in one process.
 
 
-def _write_flush(buffer) -> None:
-    buffer.zero_()
+class _WriteFlush:
+    """The L2 flush the judge replaced: a write (`zero_()`) of twice the L2, which leaves dirty lines."""
+
+    def __init__(self, device, l2_bytes: int):
+        import torch
+
+        self.buffer = torch.empty(max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device=device)
+
+    def __call__(self) -> None:
+        self.buffer.zero_()
 
 
 class _Spin:
@@ -361,13 +369,13 @@ HEAD_STARTS = {"gate": "the host gate", "spin": "a 0.1 ms spin"}
 def timing_method(flush: str, head_start: str):
     from kerneldojo.graders import timing
 
-    saved = timing.flush_l2, timing.HostGate
-    timing.flush_l2 = _write_flush if flush == "write" else saved[0]
+    saved = timing.L2Flush, timing.HostGate
+    timing.L2Flush = _WriteFlush if flush == "write" else saved[0]
     timing.HostGate = _Spin if head_start == "spin" else saved[1]
     try:
         yield
     finally:
-        timing.flush_l2, timing.HostGate = saved
+        timing.L2Flush, timing.HostGate = saved
 
 
 @contextlib.contextmanager

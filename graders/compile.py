@@ -87,7 +87,7 @@ def compile_submission(task: Task, source: str, language: str, arch: str) -> Bui
 
 
 def _build_native(task: Task, source: str, language: str, arch: str) -> Build:
-    nvcc = shutil.which("nvcc") or _cuda_home_nvcc()
+    nvcc = cuda_tool("nvcc")
     if nvcc is None:
         raise CompileError("judge: nvcc not found; install the CUDA toolkit or put nvcc on PATH")
     uses_scalar_t = "scalar_t" in task.spec.cuda.signature
@@ -153,16 +153,23 @@ def _digest(*parts: str) -> str:
     return h.hexdigest()[:24]
 
 
-def _cuda_home_nvcc() -> str | None:
-    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
-        if home and (Path(home) / "bin" / "nvcc").exists():
-            return str(Path(home) / "bin" / "nvcc")
+def cuda_tool(name: str) -> str | None:
+    """A CUDA toolkit program (nvcc, cuobjdump): on PATH, else in CUDA_HOME/bin or /usr/local/cuda/bin,
+    else beside the nvcc on PATH (a worker's PATH is narrow)."""
+    if found := shutil.which(name):
+        return found
+    homes = [os.environ.get("CUDA_HOME"), "/usr/local/cuda"]
+    if nvcc := shutil.which("nvcc"):
+        homes.append(str(Path(nvcc).resolve().parent.parent))
+    for home in filter(None, homes):
+        if (Path(home) / "bin" / name).exists():
+            return str(Path(home) / "bin" / name)
     return None
 
 
 @functools.cache
 def nvcc_version(nvcc: str | None = None) -> str | None:
-    nvcc = nvcc or shutil.which("nvcc") or _cuda_home_nvcc()
+    nvcc = nvcc or cuda_tool("nvcc")
     if nvcc is None:
         return None
     out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout

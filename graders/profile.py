@@ -31,22 +31,26 @@ class KernelInterval:
     end_ns: int
 
 
-# The harness's kernel that aligns a collective's ranks ahead of the window: left out of every figure.
-# Only its one launch is: a submission's kernel of the same name still counts.
-ALIGN_KERNEL = "kerneldojo_align_ranks"
+# The harness's kernels in the window (L2 flushes; a collective's ranks aligned): left out of every figure.
+FLUSH_KERNEL, ALIGN_KERNEL = "kerneldojo_flush_l2", "kerneldojo_align_ranks"
 
 
-def profile_calls(calls: Sequence[Callable[[], object]], device: torch.device,
+def profile_calls(calls: Sequence[Callable[[], object]], device: torch.device, l2_bytes: int,
                   before: Callable[[], None] | None = None) -> list[KernelInterval]:
-    """Run each call once under the profiler, the device synchronized around the window; `before`
-    queues harness work ahead of the calls (a collective's ranks aligned on the GPU)."""
+    """Run each call once under the profiler with L2 flushed before it, as in the timed loop, the
+    device synchronized around the window; `before` queues harness work ahead of the first call
+    (a collective's ranks aligned on the GPU)."""
     from torch.profiler import ProfilerActivity, profile
 
+    from kerneldojo.graders.timing import L2Flush
+
+    flush = L2Flush(device, l2_bytes)
     torch.cuda.synchronize(device)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        if before is not None:
-            before()
-        for call in calls:
+        for i, call in enumerate(calls):
+            flush()
+            if i == 0 and before is not None:
+                before()
             call()
         torch.cuda.synchronize(device)
     kernels = []
@@ -54,14 +58,18 @@ def profile_calls(calls: Sequence[Callable[[], object]], device: torch.device,
         if e.device_type() != torch.autograd.DeviceType.CUDA or not _is_kernel(e):
             continue
         kernels.append(KernelInterval(e.name(), e.device_resource_id(), e.start_ns(), e.end_ns()))
-    return without_align_launch(kernels) if before is not None else kernels
+    return without_harness_launches(kernels, {FLUSH_KERNEL: len(calls), ALIGN_KERNEL: int(before is not None)})
 
 
-def without_align_launch(kernels: list[KernelInterval]) -> list[KernelInterval]:
-    """The window's kernels less the harness's one align launch, which ran first."""
-    aligns = [k for k in kernels if kernel_base_name(k.name) == ALIGN_KERNEL]
-    first = min(aligns, key=lambda k: k.start_ns) if aligns else None
-    return [k for k in kernels if k is not first]
+def without_harness_launches(kernels: list[KernelInterval], launches: dict[str, int]) -> list[KernelInterval]:
+    """The window's kernels less the harness's: for each harness kernel name, as many launches as the
+    harness made, the shortest of that name. A submission's kernel named like the harness's can then
+    only be left out in place of a harness launch at least as long, never hide work."""
+    dropped: set[int] = set()
+    for name, count in launches.items():
+        same = sorted((k for k in kernels if kernel_base_name(k.name) == name), key=lambda k: k.end_ns - k.start_ns)
+        dropped |= {id(k) for k in same[:count]}
+    return [k for k in kernels if id(k) not in dropped]
 
 
 def _is_kernel(event) -> bool:
@@ -71,7 +79,7 @@ def _is_kernel(event) -> bool:
 
 def kernel_base_name(name: str) -> str:
     """'void ns::add_kernel<float>(float const*, ...)' -> 'add_kernel'."""
-    name = re.sub(r"^(void|static|__global__)\s+", "", name.strip())
+    name = re.sub(r"^(void|static|__global__)\s+", "", name.strip()).replace("(anonymous namespace)::", "")
     head = re.split(r"[<(]", name, maxsplit=1)[0]
     return head.rsplit("::", 1)[-1].strip()
 
@@ -125,30 +133,30 @@ def triton_kernel_names(module_name: str) -> set[str]:
 @functools.cache  # a library's path names its content (the build cache is keyed by source and flags)
 def native_kernel_names(library) -> frozenset[str]:
     """The __global__ functions compiled into a built library, from its embedded cubins."""
-    import shutil
     import subprocess
 
-    tool = shutil.which("cuobjdump")
-    if tool is None:
-        return frozenset()
+    from kerneldojo.graders.compile import cuda_tool
+
+    tool = cuda_tool("cuobjdump")
+    if tool is None:  # without it every native kernel would look foreign, and the decoy check would fire
+        raise RuntimeError("judge: cuobjdump not found, so the kernels a CUDA submission compiled cannot be told "
+                           "from library ones; install the CUDA toolkit's cuobjdump or put it on PATH")
     out = subprocess.run([tool, "-symbols", str(library)], capture_output=True, text=True, timeout=60).stdout
     return frozenset(_demangled_base(line.split()[-1]) for line in out.splitlines()
                      if "STT_FUNC" in line and "STO_ENTRY" in line)
 
 
 def _demangled_base(mangled: str) -> str:
-    """The function's own identifier from an Itanium-mangled name, enough to match the profile."""
+    """The function's own identifier from an Itanium-mangled name, enough to match the profile:
+    the last <length><id> of a nested name (N ... E), or the only one; 'L' marks internal linkage."""
     if not mangled.startswith("_Z"):
         return mangled
     rest = mangled[2:]
-    if rest.startswith("N"):  # nested: N <len><id> <len><id> ... E
-        rest, last = rest[1:], mangled
-        while rest and rest[0].isdigit():
-            n = int(re.match(r"\d+", rest).group())
-            digits = len(str(n))
-            last, rest = rest[digits:digits + n], rest[digits + n:]
-            if rest.startswith(("I", "E")):
-                break
-        return last
-    m = re.match(r"(\d+)", rest)
-    return rest[len(m.group()):len(m.group()) + int(m.group())] if m else mangled
+    nested = rest.startswith("N")
+    rest, last = rest[nested:], mangled
+    while m := re.match(r"L?(\d+)", rest):
+        n, start = int(m.group(1)), m.end()
+        last, rest = rest[start:start + n], rest[start + n:]
+        if not nested or rest.startswith(("I", "E")):
+            break
+    return last

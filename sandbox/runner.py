@@ -220,7 +220,7 @@ class Solution:
         profiled = min(PROFILED_CALLS, len(sets))
         for k in range(profiled):
             refill(k)
-        kernels = profile_calls(calls[:profiled], device, before=self._align)
+        kernels = profile_calls(calls[:profiled], device, l2_bytes, before=self._align)
         profile = summarize_profile(kernels, profiled, self._own_kernels())
         self._inspect(())
         return TimedRuns(stats, profile, seeds, last)

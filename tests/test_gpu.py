@@ -34,7 +34,8 @@ def test_solution_passes_on_the_gpu(gpu_checker, task_id, language, kind):
     assert result.cases_checked == len(task.cases("test")) * (gpu_checker.seeds + 1)  # + a perturbed call
 
 
-@pytest.mark.parametrize(("task_id", "language"), [("vector_add", "cuda"), ("softmax", "triton"), ("matmul", "triton")])
+@pytest.mark.parametrize(("task_id", "language"),
+                         [("vector_add", "cuda"), ("softmax", "triton"), ("matmul", "triton"), ("matmul", "cuda")])
 def test_timing_is_reported(gpu_judge, task_id, language):
     task = get_task(task_id)
     result = gpu_judge.evaluate(task, shipped_solutions(task_id)[language].read_text(), language)
