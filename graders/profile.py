@@ -38,8 +38,8 @@ FLUSH_KERNEL, ALIGN_KERNEL = "kerneldojo_flush_l2", "kerneldojo_align_ranks"
 def profile_calls(calls: Sequence[Callable[[], object]], device: torch.device, l2_bytes: int,
                   before: Callable[[], None] | None = None) -> list[KernelInterval]:
     """Run each call once under the profiler with L2 flushed before it, as in the timed loop, the
-    device synchronized around the window; `before` queues harness work ahead of the first call
-    (a collective's ranks aligned on the GPU)."""
+    device synchronized around the window; `before` queues harness work ahead of each call (a
+    collective's ranks aligned on the GPU, as before each timed call)."""
     from torch.profiler import ProfilerActivity, profile
 
     from kerneldojo.graders.timing import L2Flush
@@ -47,9 +47,9 @@ def profile_calls(calls: Sequence[Callable[[], object]], device: torch.device, l
     flush = L2Flush(device, l2_bytes)
     torch.cuda.synchronize(device)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for i, call in enumerate(calls):
+        for call in calls:
             flush()
-            if i == 0 and before is not None:
+            if before is not None:
                 before()
             call()
         torch.cuda.synchronize(device)
@@ -58,7 +58,8 @@ def profile_calls(calls: Sequence[Callable[[], object]], device: torch.device, l
         if e.device_type() != torch.autograd.DeviceType.CUDA or not _is_kernel(e):
             continue
         kernels.append(KernelInterval(e.name(), e.device_resource_id(), e.start_ns(), e.end_ns()))
-    return without_harness_launches(kernels, {FLUSH_KERNEL: len(calls), ALIGN_KERNEL: int(before is not None)})
+    aligns = len(calls) if before is not None else 0
+    return without_harness_launches(kernels, {FLUSH_KERNEL: len(calls), ALIGN_KERNEL: aligns})
 
 
 def without_harness_launches(kernels: list[KernelInterval], launches: dict[str, int]) -> list[KernelInterval]:
@@ -79,7 +80,8 @@ def _is_kernel(event) -> bool:
 
 def kernel_base_name(name: str) -> str:
     """'void ns::add_kernel<float>(float const*, ...)' -> 'add_kernel'."""
-    name = re.sub(r"^(void|static|__global__)\s+", "", name.strip()).replace("(anonymous namespace)::", "")
+    name = re.sub(r"^(void|static|__global__)\s+", "", name.strip())
+    name = re.sub(r"(\(anonymous namespace\)|<unnamed>)::", "", name)  # CUPTI's and ncu's spellings
     head = re.split(r"[<(]", name, maxsplit=1)[0]
     return head.rsplit("::", 1)[-1].strip()
 

@@ -167,6 +167,7 @@ def test_kernel_names_match_between_profile_and_cubin():
     assert _demangled_base(anonymous) == "gemm_bf16"
     assert _demangled_base("_ZL10add_kernelPKfS0_Pfi") == "add_kernel"
     assert kernel_base_name("void (anonymous namespace)::gemm_bf16<true>(__nv_bfloat16 const*, int)") == "gemm_bf16"
+    assert kernel_base_name("void <unnamed>::gemm_bf16<1>(const __nv_bfloat16 *, int)") == "gemm_bf16"  # ncu's
 
 
 def test_timing_pool_covers_twice_the_l2_within_bounds():
@@ -212,11 +213,11 @@ def test_the_harness_launches_are_left_out_of_the_profile_and_cannot_hide_work()
     def k(name, start, length=10):
         return KernelInterval(name, 7, start, start + length)
 
-    flushes = {"kerneldojo_flush_l2": 2, "kerneldojo_align_ranks": 1}
-    window = [k("kerneldojo_flush_l2", 0), k("kerneldojo_align_ranks", 10), k("push", 20),
-              k("kerneldojo_flush_l2", 30), k("kerneldojo_align_ranks", 40), k("sum", 60)]
+    flushes = {"kerneldojo_flush_l2": 2, "kerneldojo_align_ranks": 2}
+    window = [k("kerneldojo_flush_l2", 0), k("kerneldojo_align_ranks", 10), k("push", 20), k("kerneldojo_flush_l2", 30),
+              k("kerneldojo_align_ranks", 40), k("kerneldojo_align_ranks", 50), k("sum", 60)]
     kept = without_harness_launches(window, flushes)
-    assert [x.start_ns for x in kept] == [20, 40, 60]  # a submission's kernel of the align's name still counts
+    assert [x.start_ns for x in kept] == [20, 50, 60]  # a submission's kernel of the align's name still counts
     assert without_harness_launches(window[2:3], flushes) == window[2:3]
     # A long kernel named like the harness's flush: the harness's two short flushes are left out, not it.
     disguised = k("kerneldojo_flush_l2", 100, length=5000)
