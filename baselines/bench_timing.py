@@ -357,21 +357,12 @@ class _Spin:
         pass
 
 
-def _gate_without_hold(device):
-    from kerneldojo.graders.timing import HostGate
-
-    gate = HostGate(device)
-    gate.hold_s = 0.0
-    return gate
-
-
 # name -> (flush, head start, host loaded); the first is the judge's method.
-METHOD_VARIANTS = {"judge": ("read", "gate", False), "gate opened at once": ("read", "gate, no hold", False),
-                   "write flush": ("write", "gate", False),
+METHOD_VARIANTS = {"judge": ("read", "gate", False), "write flush": ("write", "gate", False),
                    "spin (old)": ("write", "spin", False), "judge, host loaded": ("read", "gate", True),
                    "spin (old), host loaded": ("write", "spin", True)}
 METHOD_TASKS = ("vector_add", "softmax")
-HEAD_STARTS = {"gate": "the host gate", "gate, no hold": "the host gate opened at once", "spin": "a 0.1 ms spin"}
+HEAD_STARTS = {"gate": "the host gate", "spin": "a 0.1 ms spin"}
 
 
 @contextlib.contextmanager
@@ -380,7 +371,7 @@ def timing_method(flush: str, head_start: str):
 
     saved = timing.L2Flush, timing.HostGate
     timing.L2Flush = _WriteFlush if flush == "write" else saved[0]
-    timing.HostGate = {"spin": _Spin, "gate, no hold": _gate_without_hold}.get(head_start, saved[1])
+    timing.HostGate = _Spin if head_start == "spin" else saved[1]
     try:
         yield
     finally:

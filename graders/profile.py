@@ -31,27 +31,31 @@ class KernelInterval:
     end_ns: int
 
 
-# The harness's kernels in the window (L2 flushes; a collective's ranks aligned): left out of every figure.
-FLUSH_KERNEL, ALIGN_KERNEL = "kerneldojo_flush_l2", "kerneldojo_align_ranks"
+# The harness's kernels in the window (the host gate, L2 flushes, a collective's ranks aligned): left out
+# of every figure.
+GATE_KERNEL, FLUSH_KERNEL, ALIGN_KERNEL = "kerneldojo_gate", "kerneldojo_flush_l2", "kerneldojo_align_ranks"
 
 
 def profile_calls(calls: Sequence[Callable[[], object]], device: torch.device, l2_bytes: int,
                   before: Callable[[], None] | None = None) -> list[KernelInterval]:
-    """Run each call once under the profiler with L2 flushed before it, as in the timed loop, the
-    device synchronized around the window; `before` queues harness work ahead of each call (a
-    collective's ranks aligned on the GPU, as before each timed call)."""
+    """Run each call once under the profiler as in the timed loop: L2 flushed before each, and the GPU
+    held by the host gate until every call is queued (so the host's launches leave no gaps, which a
+    collective's peer would spend spinning in its barrier); the device synchronized around the window.
+    `before` queues harness work ahead of each call (a collective's ranks aligned on the GPU)."""
     from torch.profiler import ProfilerActivity, profile
 
-    from kerneldojo.graders.timing import L2Flush
+    from kerneldojo.graders.timing import HostGate, L2Flush
 
-    flush = L2Flush(device, l2_bytes)
+    flush, gate = L2Flush(device, l2_bytes), HostGate(device)
     torch.cuda.synchronize(device)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        gate.close()
         for call in calls:
             flush()
             if before is not None:
                 before()
             call()
+        gate.open()
         torch.cuda.synchronize(device)
     kernels = []
     for e in prof.profiler.kineto_results.events():
@@ -59,7 +63,7 @@ def profile_calls(calls: Sequence[Callable[[], object]], device: torch.device, l
             continue
         kernels.append(KernelInterval(e.name(), e.device_resource_id(), e.start_ns(), e.end_ns()))
     aligns = len(calls) if before is not None else 0
-    return without_harness_launches(kernels, {FLUSH_KERNEL: len(calls), ALIGN_KERNEL: aligns})
+    return without_harness_launches(kernels, {GATE_KERNEL: 1, FLUSH_KERNEL: len(calls), ALIGN_KERNEL: aligns})
 
 
 def without_harness_launches(kernels: list[KernelInterval], launches: dict[str, int]) -> list[KernelInterval]:

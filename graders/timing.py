@@ -101,10 +101,6 @@ class HostGate:
     still launching (tens of µs from Python, more on a loaded host); NVBench's blocking kernel does
     the same. The flag lives in pinned host memory, which the GPU reads over the bus."""
 
-    # The GPU fetches queued commands over the bus: opened the instant the call is queued, the gate let
-    # part of that fetch into the window (an H200 measured ~3 µs faster with the host busy, i.e. slower).
-    hold_s = 50e-6
-
     def __init__(self, device: torch.device):
         self.device = device
         self.flag = torch.ones(1, dtype=torch.int32, pin_memory=True)
@@ -115,9 +111,6 @@ class HostGate:
         self._launch()
 
     def open(self) -> None:
-        deadline = time.perf_counter() + self.hold_s
-        while time.perf_counter() < deadline:
-            pass
         self.flag[0] = 1
 
     def _launch(self) -> None:
@@ -146,7 +139,7 @@ def _gate_kernel():
     import triton.language as tl
 
     @triton.jit
-    def kerneldojo_gate(flag_ptr, timeout_ns):
+    def kerneldojo_gate(flag_ptr, timeout_ns):  # by this name the profile leaves it out
         start = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False,
                                           pack=1)
         now = start
