@@ -9,6 +9,7 @@ picture (same output, physical floor, the profile) run in the judge.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import threading
 import time
@@ -101,7 +102,7 @@ def watching(watch: ForbiddenOps):
 
 def _guarded() -> dict[str, tuple[object, str]]:
     """What timing and checking rely on, by name: (owner, attribute)."""
-    from kerneldojo.graders import correctness, timing
+    from kerneldojo.graders import correctness, profile, timing
     from kerneldojo.sandbox import runner
 
     owners = {
@@ -112,14 +113,22 @@ def _guarded() -> dict[str, tuple[object, str]]:
         "torch.profiler": (torch.profiler, ["profile"]),
         "time": (time, ["perf_counter", "monotonic", "sleep"]),
         "threading": (threading, ["enumerate", "active_count"]),
-        "kerneldojo.graders.timing": (timing, [n for n in vars(timing) if callable(getattr(timing, n))
-                                               and getattr(getattr(timing, n), "__module__", "") == timing.__name__]),
+        "kerneldojo.graders.timing": (timing, _own_callables(timing)),
+        "kerneldojo.graders.timing.L2Flush": (timing.L2Flush, ["__init__", "__call__"]),
+        "kerneldojo.graders.timing.HostGate": (timing.HostGate, ["__init__", "close", "open", "_launch"]),
+        "kerneldojo.graders.profile": (profile, _own_callables(profile)),
+        # The runner's own references to what it imported (patching the module it came from misses them).
+        "kerneldojo.sandbox.runner": (runner, [n for n in vars(runner) if inspect.isfunction(getattr(runner, n))]),
         "kerneldojo.graders.correctness": (correctness, ["check_no_aliasing", "check_outputs"]),
         "Solution": (runner.Solution, ["run", "time", "_call_native", "_watched"]),
         "ForbiddenOps": (ForbiddenOps, ["__torch_dispatch__", "__enter__", "__exit__"]),
         "Tampering": (Tampering, ["changed"]),
     }
     return {f"{prefix}.{attr}": (owner, attr) for prefix, (owner, attrs) in owners.items() for attr in attrs}
+
+
+def _own_callables(module) -> list[str]:
+    return [n for n, v in vars(module).items() if callable(v) and getattr(v, "__module__", "") == module.__name__]
 
 
 class Tampering:

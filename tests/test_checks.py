@@ -93,6 +93,23 @@ def test_tampering_sees_a_replaced_function_and_nothing_else():
     assert watch.changed() == []
 
 
+@pytest.mark.parametrize(("where", "attr"), [("L2Flush", "__call__"), ("HostGate", "open"),
+                                             ("profile", "summarize_profile"), ("runner", "profile_calls")])
+def test_tampering_sees_the_harness_flush_gate_and_profile_replaced(where, attr):
+    from kerneldojo.graders import profile, timing
+    from kerneldojo.sandbox import runner
+
+    watch = Tampering()
+    owner = {"L2Flush": timing.L2Flush, "HostGate": timing.HostGate, "profile": profile, "runner": runner}[where]
+    original = vars(owner)[attr]
+    try:
+        setattr(owner, attr, lambda *args, **kwargs: None)  # e.g. no L2 flush: the timed calls find their inputs in L2
+        assert len(watch.changed()) == 1 and watch.changed()[0].endswith(f".{attr}")
+    finally:
+        setattr(owner, attr, original)
+    assert watch.changed() == []
+
+
 def test_same_output_for_different_inputs():
     a, b = torch.zeros(4), torch.ones(4)
     seen = []
