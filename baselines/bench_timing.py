@@ -478,16 +478,10 @@ if __name__ == "__main__":
 
 
 def find_ncu() -> str | None:
-    found = shutil.which("ncu")
-    if found:
+    from kerneldojo.graders.compile import cuda_tool
+
+    if found := cuda_tool("ncu"):
         return found
-    homes = [os.environ.get("CUDA_HOME"), "/usr/local/cuda"]
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        homes.append(str(Path(nvcc).resolve().parent.parent))
-    for home in filter(None, homes):
-        if (Path(home) / "bin" / "ncu").exists():
-            return str(Path(home) / "bin" / "ncu")
     for pattern in ("/usr/local/cuda*/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu",
                     "/usr/local/NVIDIA-Nsight-Compute*/ncu"):
         hits = sorted(glob.glob(pattern))
