@@ -176,25 +176,32 @@ def _is_zombie(pid: int) -> bool:
 
 
 class ReferenceTripwire:
-    """While active, the task's `reference` function is one that records being called."""
+    """While active, the task's `reference` (and `expected`, where defined) are functions that record
+    being called."""
 
     name = "reference_called"
+    GUARDED = ("reference", "expected")
 
     def __init__(self, module):
-        self.module, self.original, self.called = module, module.reference, False
+        self.module, self.called = module, False
+        self.originals = {name: getattr(module, name) for name in self.GUARDED if hasattr(module, name)}
+        self._tripwires = {name: self._wrap(fn) for name, fn in self.originals.items()}
 
-        def reference(*args, **kwargs):
+    def _wrap(self, fn):
+        def tripwire(*args, **kwargs):
             self.called = True
-            return self.original(*args, **kwargs)
+            return fn(*args, **kwargs)
 
-        self._tripwire = reference
+        return tripwire
 
     def __enter__(self):
-        self.module.reference = self._tripwire
+        for name, fn in self._tripwires.items():
+            setattr(self.module, name, fn)
         return self
 
     def __exit__(self, *exc) -> None:
-        self.module.reference = self.original
+        for name, fn in self.originals.items():
+            setattr(self.module, name, fn)
 
 
 class Flagged(Exception):

@@ -62,6 +62,9 @@ def _reference_problems(task: Task) -> list[str]:
         out_a = task.expected(*inputs_a, shape=shape)
         if len(out_a) != len(task.spec.outputs):
             return [f"reference returns {len(out_a)} outputs; task.toml names {len(task.spec.outputs)}"]
+        if hasattr(ref, "expected") and _differs(out_a, _as_tuple(ref.reference(*inputs_a, *task.scalars(shape))), tol):
+            problems.append(f"{case}: expected() and reference() disagree beyond the tolerance; the timed "
+                            "baseline must compute what submissions are checked against")
         if not _differs(out_a, task.expected(*inputs_b, shape=shape), tol):
             problems.append(f"{case}: reference gives the same output for two seeds")
         for i, name in enumerate(task.spec.inputs):
@@ -89,6 +92,10 @@ def _shape_problems(task: Task) -> list[str]:
             problems.append(f"shapes.bench: {case} takes {1e3 * floor:.1f} us at the H100 roofline, under the "
                             f"{1e3 * MIN_BENCH_FLOOR_MS:.0f} us minimum; make it larger")
     return problems
+
+
+def _as_tuple(out) -> tuple:
+    return out if isinstance(out, tuple) else (out,)
 
 
 def _differs(a: tuple, b: tuple, tol) -> bool:

@@ -46,6 +46,13 @@ def test_check_fires_and_scores_below_an_honest_failure(judge, check):
     assert any(m.startswith(f"{check}: ") for m in result.messages)
 
 
+def test_calling_the_exact_form_of_a_reference_is_flagged_too(judge):
+    source = ("from kerneldojo.tasks import get_task\n\ndef solution(x, weight, bias):\n"
+              "    return get_task('layernorm').reference.expected(x, weight, bias)\n")
+    result = judge.evaluate("layernorm", source, "python")
+    assert result.status == "flagged" and "reference_called" in result.checks_fired, result.messages
+
+
 def test_child_process_left_running_is_flagged(judge):
     source = "import subprocess\n\ndef solution(x, y):\n    subprocess.Popen(['sleep', '30'])\n    return x + y\n"
     result = judge.evaluate("vector_add", source, "python")

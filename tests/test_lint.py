@@ -40,6 +40,12 @@ def test_linter_catches_a_constant_output(broken_copy):
     assert any("near-constant" in p for p in problems)
 
 
+def test_linter_catches_an_expected_that_is_not_the_reference(broken_copy):
+    folder, edit = broken_copy
+    edit("reference.py", "return x + y", "return x + y\n\n\ndef expected(x, y):\n    return x - y")
+    assert any("expected() and reference() disagree" in p for p in lint_task(load_task(folder)))
+
+
 def test_linter_wants_awkward_test_sizes_and_big_benchmarks(broken_copy):
     folder, edit = broken_copy
     edit("task.toml", "{ n = 1 }, { n = 7 }, { n = 1000 }, { n = 65537 }, { n = 1048577 }, { n = 16777219 }",
