@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     lint.add_argument("tasks", nargs="*", help="default: all")
     lint.add_argument("--device", default="cpu")
     lint.add_argument("--quick", action="store_true", help="skip running the starters and baselines")
+    lint.add_argument("--repeat", type=int, default=1, metavar="N",
+                      help="evaluate each starter and baseline N times on fresh seeds, to find seed-dependent failures")
     demo = commands.add_parser("demo", help="evaluate the shipped baselines and print the table")
     demo.add_argument("--device", default="auto", help="auto (every GPU, else CPU slots), cpu, cpu:N, cuda:N, 0,2")
     demo.add_argument("--task", action="append", help="only these tasks (repeatable)")
@@ -80,7 +82,7 @@ def cmd_lint(args) -> int:
     failed = 0
     for task_id in [t for t in args.tasks or list_tasks() if t not in broken_tasks()]:
         task = get_task(task_id)
-        problems = lint_task(task) + ([] if judge is None else lint_solutions(task, judge))
+        problems = lint_task(task) + ([] if judge is None else lint_solutions(task, judge, args.repeat))
         print(f"{task_id}: {'ok' if not problems else ''}")
         for problem in problems:
             print(f"  - {problem}")

@@ -60,7 +60,15 @@ def test_linter_runs_the_starters(broken_copy, cpu_judge):
     folder, edit = broken_copy
     edit("starter_triton.py", "mask = offs < n ", "mask = offs < n - 1 ")
     problems = lint_solutions(load_task(folder), cpu_judge)
-    assert any(p.startswith("starter_triton: wrong") for p in problems)
+    assert any(p.startswith("starter_triton: wrong: ") for p in problems)
+
+
+def test_linter_counts_failures_over_repeated_evaluations(broken_copy, cpu_judge):
+    folder, edit = broken_copy
+    edit("starter_triton.py", "mask = offs < n ", "mask = offs < n - 1 ")
+    problems = lint_solutions(load_task(folder), cpu_judge, repeat=2)
+    assert any(p.startswith("starter_triton: wrong in 2 of 2 evaluations: ") for p in problems), problems
+    assert not any(p.startswith("baseline") for p in problems), problems
 
 
 def test_docs_tasks_md_is_generated_from_the_task_folders():
