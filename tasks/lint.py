@@ -16,6 +16,10 @@ from . import Task
 # A benchmark size must keep an H100 busy for this long at the roofline, or launch overhead dominates.
 MIN_BENCH_FLOOR_MS = 0.01
 ALIGNMENT = 16
+# Seeds besides the first that the dependence checks try: two draws of a scalar input (fp8_gemm's
+# scales) fall within the tolerance of each other about 3 % of the time, so one pair made the
+# linter fail on sound tasks.
+OTHER_SEEDS = 3
 
 
 def lint_task(task: Task) -> list[str]:
@@ -50,9 +54,9 @@ def _reference_problems(task: Task) -> list[str]:
     largest_small = task.spec.shapes.small[-1]
     for case in (c for c in task.cases("small") if dict(c.sizes) == largest_small):
         shape, tol = case.shape, task.tolerance(case.dtype)
-        seed_a, seed_b = secrets.randbits(31), secrets.randbits(31)
+        seed_a = secrets.randbits(31)
         inputs_a = ref.make_inputs(shape, seed_a, device)
-        inputs_b = ref.make_inputs(shape, seed_b, device)
+        others = [ref.make_inputs(shape, secrets.randbits(31), device) for _ in range(OTHER_SEEDS)]
         if len(inputs_a) != len(task.spec.inputs):
             return [f"make_inputs returns {len(inputs_a)} tensors; task.toml names {len(task.spec.inputs)} inputs"]
         again = ref.make_inputs(shape, seed_a, device)
@@ -60,7 +64,7 @@ def _reference_problems(task: Task) -> list[str]:
             problems.append(f"{case}: make_inputs gives different inputs for the same seed; draw from a generator "
                             "seeded with `seed`")
             continue
-        if all(torch.equal(x, y) for x, y in zip(inputs_a, inputs_b)):
+        if all(torch.equal(x, y) for x, y in zip(inputs_a, others[0])):
             problems.append(f"{case}: make_inputs ignores `seed`; two seeds gave the same inputs")
             continue
         out_a = task.expected(*inputs_a, shape=shape)
@@ -69,11 +73,11 @@ def _reference_problems(task: Task) -> list[str]:
         if hasattr(ref, "expected") and _differs(out_a, _as_tuple(ref.reference(*inputs_a, *task.scalars(shape))), tol):
             problems.append(f"{case}: expected() and reference() disagree beyond the tolerance; the timed "
                             "baseline must compute what submissions are checked against")
-        if not _differs(out_a, task.expected(*inputs_b, shape=shape), tol):
-            problems.append(f"{case}: reference gives the same output for two seeds")
+        if not any(_differs(out_a, task.expected(*other, shape=shape), tol) for other in others):
+            problems.append(f"{case}: reference gives the same output for {1 + OTHER_SEEDS} seeds")
         for i, name in enumerate(task.spec.inputs):
-            mixed = tuple(inputs_b[j] if j == i else t for j, t in enumerate(inputs_a))
-            if not _differs(out_a, task.expected(*mixed, shape=shape), tol):
+            mixes = (tuple(other[j] if j == i else t for j, t in enumerate(inputs_a)) for other in others)
+            if not any(_differs(out_a, task.expected(*mixed, shape=shape), tol) for mixed in mixes):
                 problems.append(f"{case}: the output does not depend on input {name!r}")
         for name, out in zip(task.spec.outputs, out_a):
             if out.numel() > 1 and float(out.double().max() - out.double().min()) <= tol.atol:

@@ -36,7 +36,7 @@ def test_linter_catches_a_constant_output(broken_copy):
     folder, edit = broken_copy
     edit("reference.py", "return x + y", "return torch.ones_like(x)")
     problems = lint_task(load_task(folder))
-    assert any("same output for two seeds" in p for p in problems)
+    assert any("same output for 4 seeds" in p for p in problems)
     assert any("near-constant" in p for p in problems)
 
 
