@@ -236,7 +236,7 @@ class Bench:
             case["floor_ms"] = floor_ms(case["flops"], case["bytes"], math_dtype, self.peaks)
             inputs = ref.make_inputs(shape, 0, self.dev)
             t0 = time.perf_counter()
-            expected = reference_outputs(task, inputs, shape)
+            expected = task.expected(*inputs, shape=shape)
             self.sync()
             case["reference_s"] = round(time.perf_counter() - t0, 3)
             tol = task.tolerance(shape["dtype"])
@@ -493,7 +493,7 @@ class Bench:
         solutions = self.solutions(task)
         for shape in self.shapes(task, lambda s: s[:1]):
             def make(inputs, expected, shape=shape):
-                scalars = task_scalars(task, shape)
+                scalars = task.scalars(shape)
                 fn = task.reference.reference
                 compiled = torch.compile(fn, dynamic=False)
                 return [*self.ours(solutions, inputs, shape, expected),
@@ -516,17 +516,6 @@ class Bench:
 def baseline_files(task_id: str) -> list[Path]:
     folder = BASELINES_DIR / task_id
     return sorted(p for p in folder.iterdir() if p.suffix in (".py", ".cu") and not p.name.startswith("_"))
-
-
-def task_scalars(task, shape: dict) -> tuple:
-    """The shape's values reference() and solution() take after the tensors (a task's `scalars`), if any."""
-    names = getattr(task.spec, "scalars", None) or []
-    return tuple(int(shape[n]) for n in names)
-
-
-def reference_outputs(task, inputs: tuple, shape: dict) -> tuple:
-    out = task.reference.reference(*inputs, *task_scalars(task, shape))
-    return out if isinstance(out, tuple) else (out,)
 
 
 def causal_key(task) -> str | None:

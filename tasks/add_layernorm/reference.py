@@ -26,7 +26,8 @@ def expected(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, bias
     """h as the reference rounds it; y from h by the formula in float64, rounded once (torch's CPU
     LayerNorm loses a small bias's digits at one column: see tasks/layernorm/reference.py)."""
     h = x + residual
-    centred = h.double() - h.double().mean(-1, keepdim=True)
+    h64 = h.double()
+    centred = h64 - h64.mean(-1, keepdim=True)
     y = centred * torch.rsqrt(centred.square().mean(-1, keepdim=True) + EPS) * weight.double() + bias.double()
     return h, y.to(h.dtype)
 

@@ -24,7 +24,8 @@ def expected(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch
     """The prompt's formula in float64, rounded once. torch's CPU kernel rounds like y = x*a + (b - mean*a)
     with a = rstd*w: at one column a = w/sqrt(eps) ~ 316, x*a ~ 1000 cancels to a few of its float32
     ulps, and a bias near 1e-3 comes out up to 6 % off in bfloat16 (1 seed in 1000)."""
-    centred = x.double() - x.double().mean(-1, keepdim=True)
+    x64 = x.double()
+    centred = x64 - x64.mean(-1, keepdim=True)
     y = centred * torch.rsqrt(centred.square().mean(-1, keepdim=True) + EPS) * weight.double() + bias.double()
     return y.to(x.dtype)
 
