@@ -52,7 +52,8 @@ def _require(protections, *names):
 
 
 def _then_honest_passes(judge):
-    assert judge.evaluate("vector_add", subs.VECTOR_ADD_TRITON, "triton").status == "ok"
+    result = judge.evaluate("vector_add", subs.VECTOR_ADD_TRITON, "triton")
+    assert result.status == "ok", result.messages
 
 
 FAULTS = {
