@@ -41,6 +41,7 @@ class KernelEnv(gym.Env[dict, str]):
         if max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, got {max_turns}")
         self.task = get_task(task)
+        self.task.reference  # noqa: B018  a broken reference.py fails here, naming the file
         if language is not None and not self.task.allows(language):
             raise ValueError(f"task {task!r} accepts {', '.join(self.task.spec.languages)}, not {language!r}")
         self.language = language

@@ -1,4 +1,4 @@
-"""Compile step: detect the language, then turn source into a file the sandbox can load.
+"""Compile step (in the judge): detect the language, then turn source into a file the sandbox can load.
 
 Python/Triton source is written to a real file (Triton reads its kernels' source back from disk).
 CUDA and CuTe source is built by `nvcc -shared` into a `.so`, once per dtype where the task's
@@ -11,12 +11,12 @@ import functools
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from kerneldojo.sandbox.device import cuda_tool
+from kerneldojo.sandbox.protocol import Build, CompileError
 from kerneldojo.tasks import C_SCALAR_TYPES, LANGUAGES, Task
 
 NVCC_FLAGS = ("-shared", "-Xcompiler", "-fPIC", "-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo")
@@ -27,18 +27,6 @@ EXPORTS_MAP = "{ global: solution; local: *; };\n"
 # Forced includes do not shift the submission's line numbers, unlike a prepended prelude.
 NVCC_INCLUDES = ("-include", "cuda_fp16.h", "-include", "cuda_bf16.h")
 COMPILE_TIMEOUT_S = 180
-
-
-class CompileError(Exception):
-    """The submission did not compile; the message cites the submission's own line numbers."""
-
-
-@dataclass(frozen=True)
-class Build:
-    language: str
-    source_path: Path  # the submission as written to disk
-    libraries: dict[str, Path] = field(default_factory=dict)  # dtype -> .so, for cuda/cute
-    cached: bool = False
 
 
 def cache_dir() -> Path:
@@ -151,20 +139,6 @@ def _digest(*parts: str) -> str:
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:24]
-
-
-def cuda_tool(name: str) -> str | None:
-    """A CUDA toolkit program (nvcc, cuobjdump): on PATH, else in CUDA_HOME/bin or /usr/local/cuda/bin,
-    else beside the nvcc on PATH (a worker's PATH is narrow)."""
-    if found := shutil.which(name):
-        return found
-    homes = [os.environ.get("CUDA_HOME"), "/usr/local/cuda"]
-    if nvcc := shutil.which("nvcc"):
-        homes.append(str(Path(nvcc).resolve().parent.parent))
-    for home in filter(None, homes):
-        if (Path(home) / "bin" / name).exists():
-            return str(Path(home) / "bin" / name)
-    return None
 
 
 @functools.cache

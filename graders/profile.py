@@ -141,7 +141,7 @@ def native_kernel_names(library) -> frozenset[str]:
     """The __global__ functions compiled into a built library, from its embedded cubins."""
     import subprocess
 
-    from kerneldojo.graders.compile import cuda_tool
+    from kerneldojo.sandbox.device import cuda_tool
 
     tool = cuda_tool("cuobjdump")
     if tool is None:  # without it every native kernel would look foreign, and the decoy check would fire

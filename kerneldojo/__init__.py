@@ -9,11 +9,10 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.result import EvalResult
 from kerneldojo.tasks import get_task, list_tasks
+from kerneldojo.version import __version__
 
 
 def evaluate(task: str, source: str, language: str | None = None, device: str | None = "auto") -> EvalResult:
@@ -31,6 +30,6 @@ def make(task: str, **kwargs):
     return gymnasium.make(f"kerneldojo/{task}-v0", **kwargs)
 
 
-from kerneldojo import env  # noqa: E402, F401  (registers the environments)
+from kerneldojo import env  # noqa: E402, F401  (registers the environments; imports no judge, runs no reference.py)
 
-__all__ = ["EvalResult", "RewardConfig", "evaluate", "get_task", "list_tasks", "make"]
+__all__ = ["EvalResult", "RewardConfig", "__version__", "evaluate", "get_task", "list_tasks", "make"]

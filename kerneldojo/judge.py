@@ -1,8 +1,8 @@
 """The path of one evaluation, top to bottom: compile, load, check, time, score.
 
 The judge draws the seeds, makes the inputs, runs the reference and compares; only
-`sandbox.runner.Solution` touches submission code, inside a single-use worker process
-(`sandbox.process`) unless isolation="none".
+`sandbox.worker.harness.Solution` touches submission code, inside a single-use worker
+(`sandbox.backends`: a process or a container) unless isolation="none".
 """
 
 from __future__ import annotations
@@ -21,15 +21,8 @@ from pathlib import Path
 
 import torch
 
-import kerneldojo
 from kerneldojo.graders.checks import Flagged, message
-from kerneldojo.graders.compile import (
-    CompileError,
-    check_language,
-    compile_submission,
-    detect_language,
-    nvcc_version,
-)  # fmt: skip
+from kerneldojo.graders.compile import check_language, compile_submission, detect_language, nvcc_version
 from kerneldojo.graders.correctness import (
     WrongOutput,
     check_inputs_unchanged,
@@ -40,12 +33,20 @@ from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.graders.roofline import datasheet_peaks, floor_ms, measured_peaks
 from kerneldojo.graders.timing import POOL_SETS, pool_size, time_calls
 from kerneldojo.result import CaseTiming, EvalResult, ProfileStats, TimeStats, Versions
+from kerneldojo.sandbox.backends import BACKENDS, check_isolation
 from kerneldojo.sandbox.device import Device, resolve_device, synchronize
-from kerneldojo.sandbox.docker import DockerConfig, DockerSolution
+from kerneldojo.sandbox.docker import DockerConfig
 from kerneldojo.sandbox.peers import CollectiveSolution, Unavailable, rank_devices, time_nccl_all_reduce
-from kerneldojo.sandbox.process import SubmissionTimeout, WorkerSolution, time_reference_in_worker
-from kerneldojo.sandbox.runner import Solution, SubmissionError
+from kerneldojo.sandbox.process import WorkerSolution, time_reference_in_worker
+from kerneldojo.sandbox.protocol import (
+    CompileError,
+    SubmissionError,
+    SubmissionHandle,
+    SubmissionTimeout,
+    TimedRuns,
+)  # fmt: skip
 from kerneldojo.tasks import Case, Task, get_task
+from kerneldojo.version import __version__
 
 CPU_MODE_NOTE = "CPU mode: checked with the Triton interpreter at the `small` shapes; nothing was timed, so no speedup"
 # A time under this fraction of the datasheet floor is impossible, whatever L2 absorbed of the writes.
@@ -76,9 +77,7 @@ class Judge:
         docker: DockerConfig | None = None,
         reference_cache: str | Path | None = "default",
     ):
-        if isolation not in ("process", "docker", "none"):
-            raise ValueError("isolation must be 'process' (a worker per submission), 'docker' (a container per "
-                             f"submission) or 'none', not {isolation!r}")
+        check_isolation(isolation)
         self.device: Device = resolve_device(device)
         self.reward = reward or RewardConfig()
         self.seeds = seeds
@@ -96,6 +95,7 @@ class Judge:
     def evaluate(self, task: Task | str, source: str, language: str | None = None) -> EvalResult:
         started = time.perf_counter()
         task = get_task(task) if isinstance(task, str) else task
+        task.reference  # noqa: B018  a broken reference.py is the task's fault: TaskError, naming the file
         language = language or detect_language(source)
         check_language(task, language)
         result = EvalResult(
@@ -142,12 +142,8 @@ class Judge:
             reference_times = {str(case): self._reference_times_for(task, case) for case in task.cases("bench")}
         if task.spec.distributed:
             solution = self._collective(task, build, devices)
-        elif self.isolation == "process":
-            solution = WorkerSolution(task, build, self.device, self.limits)
-        elif self.isolation == "docker":
-            solution = DockerSolution(task, build, self.device, self.limits, self.docker)
         else:
-            solution = Solution(task, build, self.device)
+            solution = BACKENDS[self.isolation](task, build, self.device, self.limits, self.docker)
         try:
             try:
                 self._check(task, solution, result)
@@ -185,7 +181,7 @@ class Judge:
         return CollectiveSolution(devices, lambda d: WorkerSolution(task, build, _on(self.device, d), self.limits),
                                   buffer_bytes)
 
-    def _check(self, task: Task, solution: Solution, result: EvalResult) -> None:
+    def _check(self, task: Task, solution: SubmissionHandle, result: EvalResult) -> None:
         cases = task.cases("small" if self.device.mode == "cpu" else "test")
         seeds = [secrets.randbits(31) for _ in range(self.seeds)]
         worst = 0.0
@@ -210,7 +206,7 @@ class Judge:
                 result.cases_checked += 1
         result.max_abs_error = worst
 
-    def _time(self, task: Task, solution: Solution, result: EvalResult, reference_times: dict) -> None:
+    def _time(self, task: Task, solution: SubmissionHandle, result: EvalResult, reference_times: dict) -> None:
         peaks, sheet = measured_peaks(self.device.torch_device), datasheet_peaks(self.device.name)
         for case in task.cases("bench"):
             shape, device = case.shape, self.device.torch_device
@@ -238,7 +234,7 @@ class Judge:
         shares = [t.profile.own_share for t in result.timings if t.profile and t.profile.own_share is not None]
         result.kernel_coverage = min(shares) if shares else None
 
-    def _recheck_timed_outputs(self, task: Task, case: Case, timed) -> None:
+    def _recheck_timed_outputs(self, task: Task, case: Case, timed: TimedRuns) -> None:
         """The last output of each input set, against the reference on the content that set held last."""
         for seed, got in zip(timed.seeds, timed.outputs):
             if not got:  # this set never ran (a budget shorter than the pool)
@@ -415,7 +411,7 @@ def versions() -> Versions:
         except Exception:
             driver = None
     return Versions(
-        kerneldojo=kerneldojo.__version__, python=platform.python_version(), torch=torch.__version__,
+        kerneldojo=__version__, python=platform.python_version(), torch=torch.__version__,
         triton=triton_version, nvcc=nvcc_version(), cuda_driver=driver,
     )  # fmt: skip
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import torch
@@ -49,3 +51,17 @@ def _cuda_device(index: int) -> Device:
 def synchronize(device: Device) -> None:
     if device.mode == "gpu":
         torch.cuda.synchronize(device.torch_device)
+
+
+def cuda_tool(name: str) -> str | None:
+    """A CUDA toolkit program (nvcc, cuobjdump): on PATH, else in CUDA_HOME/bin or /usr/local/cuda/bin,
+    else beside the nvcc on PATH (a worker's PATH is narrow)."""
+    if found := shutil.which(name):
+        return found
+    homes = [os.environ.get("CUDA_HOME"), "/usr/local/cuda"]
+    if nvcc := shutil.which("nvcc"):
+        homes.append(str(Path(nvcc).resolve().parent.parent))
+    for home in filter(None, homes):
+        if (Path(home) / "bin" / name).exists():
+            return str(Path(home) / "bin" / name)
+    return None

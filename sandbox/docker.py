@@ -1,7 +1,8 @@
-"""The docker backend: every submission runs in its own single-use container.
+"""The docker backend, the judge's side: every submission runs in its own single-use container.
 
-Same interface as `sandbox.process.WorkerSolution` (`run`, `time`, `forbidden_called`, `close`) and
-the same request loop inside (`process._worker_main`); what changes is the box around the worker:
+Same interface as `sandbox.process.WorkerSolution` and the same request loop inside
+(`sandbox.worker.loop`, entered through `sandbox.worker.container`); what changes is the box around
+the worker:
 
 - a container from a prepared image (`sandbox/Dockerfile` on GPU machines, `sandbox.docker_image`
   for CPU mode), with no network (`network_mode="none"`), a read-only root file system, a
@@ -30,15 +31,10 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
-import importlib
-import io
 import os
-import pickle
 import queue
 import shutil
 import socket
-import struct
-import sys
 import tempfile
 import threading
 import time
@@ -46,20 +42,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import torch
-from pydantic import BaseModel
 
-from kerneldojo import result as result_models
-from kerneldojo.graders.compile import Build
 from kerneldojo.tasks import Task
 
 from .device import Device
-from .process import LIMITS_S, OUTPUT_TAIL_CHARS, WorkerSolution, _Worker, _worker_main
+from .process import WorkerSolution, _Worker
+from .protocol import LIMITS_S, OUTPUT_TAIL_CHARS, Build, dumps, loads, recv_frame, send_frame
+from .worker.container import IO_MOUNT, SOCKET_NAME
 
-IO_MOUNT = "/kd"  # in the container: the socket and output.txt
-SOCKET_NAME = "judge.sock"
-BUILD_DIR = "/tmp/submission"  # in the container: where the build is written
 LABEL = "kerneldojo.sandbox"
-_ENTRY = "from kerneldojo.sandbox.docker import container_main; container_main()"
+_ENTRY = "from kerneldojo.sandbox.worker.container import main; main()"
 
 
 def _env(name: str, default: str) -> str:
@@ -87,7 +79,7 @@ class DockerConfig:
 
 
 class DockerSolution(WorkerSolution):
-    """The `runner.Solution` interface, served by a worker in a single-use container.
+    """A `protocol.SubmissionHandle` served by a worker in a single-use container.
 
     Everything but the worker's start is `WorkerSolution`'s: the requests, their limits, the replies.
     """
@@ -97,124 +89,7 @@ class DockerSolution(WorkerSolution):
         self.limits = {**LIMITS_S, **(limits or {})}
         self._shapes_run: set[tuple] = set()
         self._worker = _take_container(device, config or DockerConfig())
-        self._call("load", task.id, build)  # the build's files travel inside the request (see _Pickler)
-
-
-# ---------------------------------------------------------------------------------------------
-# The wire: length-prefixed pickles over the socket. Tensors, result models and the few dataclasses
-# a reply holds travel as plain records, so the judge unpickles a reply without loading one class.
-# Requests (from the judge) are trusted: the worker unpickles them as usual.
-
-_FRAME = struct.Struct("!Q")
-_REPLY_DATACLASSES = ("kerneldojo.sandbox.runner.TimedRuns",)  # what a reply may hold besides models, tensors
-
-
-class _Pickler(pickle.Pickler):
-    def persistent_id(self, obj):
-        if isinstance(obj, torch.Tensor):
-            return _tensor_record(obj)
-        if isinstance(obj, Build):  # its files go along: the container sees no build cache
-            fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.init}
-            libraries = {dtype: path.read_bytes() for dtype, path in obj.libraries.items()}
-            return ("build", fields, obj.source_path.read_bytes(), libraries)
-        if isinstance(obj, BaseModel):
-            return ("model", type(obj).__name__, obj.model_dump(mode="python"))
-        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-            fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.init}
-            return ("dataclass", f"{type(obj).__module__}.{type(obj).__qualname__}", fields)
-        return None
-
-
-def _tensor_record(t: torch.Tensor) -> tuple:
-    # The whole storage with offset and strides, so strided views arrive as the same views.
-    t = t.detach()
-    storage = t.untyped_storage()
-    if storage.device.type != "cpu":
-        storage = storage.cpu()
-    data = torch.empty(0, dtype=torch.uint8).set_(storage).numpy().tobytes()
-    return ("tensor", data, str(t.dtype).removeprefix("torch."), t.storage_offset(), tuple(t.shape), t.stride(),
-            t.device.type == "cuda")
-
-
-class _Unpickler(pickle.Unpickler):
-    """Rebuilds tensors on `device`. Untrusted data (a reply) may name no class at all."""
-
-    def __init__(self, data: bytes, device: torch.device, trusted: bool):
-        super().__init__(io.BytesIO(data))
-        self.device, self.trusted = device, trusted
-
-    def find_class(self, module: str, name: str):
-        if self.trusted:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"a reply may not name {module}.{name}")
-
-    def persistent_load(self, pid):
-        kind = pid[0] if isinstance(pid, tuple) and pid else None
-        if kind == "tensor" and len(pid) == 7:
-            return self._tensor(*pid[1:])
-        if kind == "model" and len(pid) == 3:
-            model = getattr(result_models, str(pid[1]), None)
-            if isinstance(model, type) and issubclass(model, BaseModel):
-                return model.model_validate(pid[2])
-        if (kind == "dataclass" and len(pid) == 3 and isinstance(pid[2], dict)
-                and (self.trusted or pid[1] in _REPLY_DATACLASSES)):
-            module, _, name = pid[1].rpartition(".")
-            cls = getattr(importlib.import_module(module), name)
-            if dataclasses.is_dataclass(cls):
-                return cls(**pid[2])
-        if kind == "build" and len(pid) == 4 and self.trusted:
-            return _materialize(*pid[1:])
-        raise pickle.UnpicklingError(f"bad record {kind!r}")
-
-    def _tensor(self, data, dtype_name, offset, shape, stride, cuda) -> torch.Tensor:
-        dtype = getattr(torch, dtype_name, None) if isinstance(dtype_name, str) else None
-        if not (isinstance(data, bytes) and isinstance(dtype, torch.dtype) and isinstance(offset, int)
-                and isinstance(shape, tuple) and isinstance(stride, tuple)
-                and all(isinstance(v, int) for v in (*shape, *stride))):
-            raise pickle.UnpicklingError("bad tensor record")
-        raw = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8)
-        device = self.device if cuda else torch.device("cpu")
-        if device.type != "cpu":
-            raw = raw.to(device)
-        # set_ checks that the view lies inside the storage.
-        return torch.empty(0, dtype=dtype, device=device).set_(raw.untyped_storage(), offset, shape, stride)
-
-
-def _materialize(fields: dict, source: bytes, libraries: dict[str, bytes]) -> Build:
-    """In the container: write the build where the worker can read it, and point a Build there."""
-    folder = Path(BUILD_DIR)
-    folder.mkdir(parents=True, exist_ok=True)
-    source_path = folder / Path(fields["source_path"]).name
-    source_path.write_bytes(source)
-    paths = {}
-    for dtype, data in libraries.items():
-        paths[dtype] = folder / f"{dtype}-submission.so"
-        paths[dtype].write_bytes(data)
-    return Build(**{**fields, "source_path": source_path, "libraries": paths})
-
-
-def _dumps(obj) -> bytes:
-    buffer = io.BytesIO()
-    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
-    return buffer.getvalue()
-
-
-def _recv_frame(sock: socket.socket, max_bytes: int | None = None) -> bytes:
-    (length,) = _FRAME.unpack(_recv_exactly(sock, _FRAME.size))
-    if max_bytes is not None and length > max_bytes:
-        raise pickle.UnpicklingError(f"a message of {length} bytes, over the limit of {max_bytes}")
-    return _recv_exactly(sock, length)
-
-
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    buffer, got = bytearray(n), 0
-    view = memoryview(buffer)
-    while got < n:
-        count = sock.recv_into(view[got:], min(n - got, 1 << 24))
-        if not count:
-            raise EOFError
-        got += count
-    return bytes(buffer)
+        self._call("load", task.id, build)  # the build's files travel inside the request (`protocol.dumps`)
 
 
 class _Channel:
@@ -235,7 +110,7 @@ class _Channel:
         threading.Thread(target=self._write, daemon=True, name="kerneldojo-docker-write").start()
 
     def put(self, item) -> None:
-        self.outbox.put(_dumps(item))  # pickled now: later changes to the judge's tensors do not travel
+        self.outbox.put(dumps(item))  # pickled now: later changes to the judge's tensors do not travel
 
     def get(self, timeout: float):
         try:
@@ -255,8 +130,8 @@ class _Channel:
     def _read(self) -> None:
         try:
             while True:
-                data = _recv_frame(self.sock, self.max_reply_bytes)
-                self.inbox.put(_Unpickler(data, self.device, trusted=False).load())
+                data = recv_frame(self.sock, self.max_reply_bytes)
+                self.inbox.put(loads(data, self.device))
         except (EOFError, OSError):
             pass
         except Exception as e:  # a forged or broken reply; nothing in it was executed
@@ -266,43 +141,9 @@ class _Channel:
     def _write(self) -> None:
         while (data := self.outbox.get()) is not None:
             try:
-                self.sock.sendall(_FRAME.pack(len(data)) + data)
+                send_frame(self.sock, data)
             except OSError:
                 return
-
-
-class _WorkerEnd:
-    """The worker's end, in the container: a blocking `get` and `put` for `process._worker_main`."""
-
-    def __init__(self, sock: socket.socket, device: torch.device):
-        self.sock, self.device = sock, device
-
-    def get(self):
-        return _Unpickler(_recv_frame(self.sock), self.device, trusted=True).load()
-
-    def put(self, item) -> None:
-        try:
-            data = _dumps(item)
-        except Exception as e:  # e.g. an output that cannot be pickled; keep the sequence number if any
-            head = item[:-2] if isinstance(item, tuple) and len(item) >= 2 else ()
-            data = _dumps((*head, "runtime_error", f"the reply could not be sent: {type(e).__name__}: {e}"))
-        self.sock.sendall(_FRAME.pack(len(data)) + data)
-
-
-def container_main() -> None:
-    """The container's command: connect to the judge, then serve the process backend's worker loop."""
-    socket_path, device_spec = sys.argv[1], sys.argv[2]
-    # The worker's setsid() needs a process that leads no group yet, and docker-init made this one a
-    # group leader: the worker is a child, and this process passes on how it ended.
-    pid = os.fork()
-    if pid:
-        _, status = os.waitpid(pid, 0)
-        os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(socket_path)
-    end = _WorkerEnd(sock, torch.device(device_spec))
-    with contextlib.suppress(EOFError, BrokenPipeError):  # the judge went away
-        _worker_main(end, end, device_spec, IO_MOUNT, outputs_by_value=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,8 +27,8 @@ from .docker import DockerConfig
 
 LOCAL_TAG = "kerneldojo-sandbox:local"
 SANDBOX_UID = 65534
-_PACKAGES = ("kerneldojo", "kerneldojo.env", "kerneldojo.tasks", "kerneldojo.sandbox", "kerneldojo.graders",
-             "kerneldojo.baselines")
+# What a worker imports (the baselines and their benchmark scripts stay out of the image).
+_PACKAGES = ("kerneldojo", "kerneldojo.env", "kerneldojo.tasks", "kerneldojo.sandbox", "kerneldojo.graders")
 
 
 def skeleton_tar() -> bytes:

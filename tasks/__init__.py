@@ -36,6 +36,7 @@ else:  # pragma: no cover
 __all__ = [
     "C_SCALAR_TYPES", "LANGUAGES", "CParam", "Case", "CudaSpec", "Task", "TaskError", "TaskSpec", "Tolerance",
     "broken_tasks", "case_label", "get_task", "list_tasks", "load_task", "parse_signature", "starter_filename",
+    "task_folders",
 ]  # fmt: skip
 
 TASKS_DIR = Path(__file__).parent
@@ -82,7 +83,13 @@ class Task:
 
     @functools.cached_property
     def reference(self) -> ModuleType:
-        return _load_reference(self.folder)
+        """reference.py, imported at first use (listing or registering tasks executes none of them).
+        Raises `TaskError`, naming the file, when it does not import or lacks what the task needs."""
+        module = _load_reference(self.folder)
+        if self.spec.distributed and not callable(getattr(module, "peer_buffer_bytes", None)):
+            raise TaskError(f"{self.folder / 'reference.py'}: a distributed task must define peer_buffer_bytes(shape), "
+                            "the scratch each rank gets")
+        return module
 
     @property
     def reference_source(self) -> str:
@@ -163,7 +170,8 @@ class Task:
 
 
 def load_task(folder: Path) -> Task:
-    """Read and validate one task folder. Errors name the file and the field at fault."""
+    """Read and validate one task folder's task.toml and files. Errors name the file and the field at fault.
+    reference.py is not executed here: `Task.reference` imports it at first use."""
     toml_path = folder / "task.toml"
     if not toml_path.is_file():
         raise TaskError(f"{toml_path}: missing; every task folder needs a task.toml")
@@ -184,10 +192,8 @@ def load_task(folder: Path) -> Task:
     for language in spec.languages:
         if not (folder / starter_filename(language)).is_file():
             raise TaskError(f"{folder / starter_filename(language)}: missing; languages lists {language!r}")
-    reference = _load_reference(folder)
-    if spec.distributed and not callable(getattr(reference, "peer_buffer_bytes", None)):
-        raise TaskError(f"{folder / 'reference.py'}: a distributed task must define peer_buffer_bytes(shape), the "
-                        "scratch each rank gets")
+    if not (folder / "reference.py").is_file():
+        raise TaskError(f"{folder / 'reference.py'}: missing; every task folder needs a reference.py")
     return Task(spec, folder)
 
 
@@ -228,6 +234,11 @@ def _load_all() -> tuple[dict[str, Task], dict[str, TaskError]]:
 
 def _registry() -> dict[str, Task]:
     return _load_all()[0]
+
+
+def task_folders() -> list[str]:
+    """Every task folder's name, loadable or not: what gets a gym id (a broken one fails on `make`)."""
+    return sorted(p.parent.name for p in TASKS_DIR.glob("*/task.toml"))
 
 
 def broken_tasks() -> dict[str, TaskError]:

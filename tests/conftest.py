@@ -39,7 +39,7 @@ def gpu_judge():
 
 @pytest.fixture(scope="session")
 def gpu_checker():
-    """Correctness only: timing every solution belongs to baselines/bench_baselines.py."""
+    """Correctness only: timing every solution belongs to baselines/bench/bench_baselines.py."""
     from kerneldojo.judge import Judge
 
     return Judge("cuda", timed=False)

@@ -7,7 +7,7 @@ import pytest
 import submissions as subs
 import torch
 
-from kerneldojo.graders.checks import Flagged, Tampering
+from kerneldojo.graders.checks import Flagged
 from kerneldojo.graders.profile import (
     KernelInterval,
     _demangled_base,
@@ -18,6 +18,7 @@ from kerneldojo.graders.profile import (
 from kerneldojo.graders.timing import pool_size
 from kerneldojo.judge import _check_same_output, _check_timing, _perturbed
 from kerneldojo.result import CaseTiming, ProfileStats, TimeStats
+from kerneldojo.sandbox.worker.watches import Tampering
 from kerneldojo.tasks import get_task
 
 FIRES = {
@@ -204,7 +205,7 @@ def test_excess_memory_fires_above_the_tasks_scratch_bound_only():
     # The measurement itself needs a GPU (torch's peak-allocation counters); the rule is this.
     from types import SimpleNamespace
 
-    from kerneldojo.sandbox.runner import Solution
+    from kerneldojo.sandbox.worker.harness import Solution
 
     task = get_task("flash_attention")
     shape = task.cases("test")[-1].shape

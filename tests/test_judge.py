@@ -179,7 +179,7 @@ def test_reference_is_timed_in_a_worker_and_cached(monkeypatch, tmp_path):
     import kerneldojo.judge as judge_module
     from kerneldojo.judge import POOL_SETS, Judge
     from kerneldojo.result import TimeStats
-    from kerneldojo.sandbox.runner import SubmissionError
+    from kerneldojo.sandbox.protocol import SubmissionError
 
     stats = TimeStats(median_ms=1.0, mean_ms=1.1, min_ms=0.9, max_ms=2.0, iqr_ms=0.1, runs=10)
     asked = []
@@ -193,7 +193,7 @@ def test_reference_is_timed_in_a_worker_and_cached(monkeypatch, tmp_path):
     failing = False
     monkeypatch.setattr(judge_module, "time_reference_in_worker", time_reference_in_worker)
     cache = tmp_path / "reference_times.json"
-    judge = Judge("cpu", timing_budget_s=0.25, limits={"reference": 30}, reference_cache=cache)
+    judge = Judge("cpu", timing_budget_s=0.25, limits={"time_reference": 30}, reference_cache=cache)
     judge.device = _fake_gpu()
     task = get_task("vector_add")
     case = task.cases("bench")[0]

@@ -2,8 +2,8 @@ import shutil
 
 import pytest
 
+from kerneldojo.lint import lint_solutions, lint_task
 from kerneldojo.tasks import TASKS_DIR, list_tasks, load_task
-from kerneldojo.tasks.lint import lint_solutions, lint_task
 
 
 @pytest.mark.parametrize("task_id", list_tasks())
@@ -72,10 +72,10 @@ def test_linter_counts_failures_over_repeated_evaluations(broken_copy, cpu_judge
 
 
 def test_docs_tasks_md_is_generated_from_the_task_folders():
-    from kerneldojo.tasks.docgen import render
+    from kerneldojo.docgen import render
 
     committed = (TASKS_DIR.parent / "docs" / "tasks.md").read_text()
-    assert committed == render(), "docs/tasks.md is stale: python -m kerneldojo.tasks.docgen > docs/tasks.md"
+    assert committed == render(), "docs/tasks.md is stale: python -m kerneldojo.docgen > docs/tasks.md"
 
 
 def test_linter_wants_inputs_that_follow_the_seed(broken_copy):

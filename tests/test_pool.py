@@ -14,12 +14,12 @@ import submissions as subs
 import torch
 
 from kerneldojo import batch
-from kerneldojo.graders.compile import CompileError
+from kerneldojo.batch.pool import GPUPool, SlotSpec, cuda_visible_devices, parse_devices
 from kerneldojo.judge import Judge, versions
 from kerneldojo.result import CaseTiming, EvalResult, TimeStats
 from kerneldojo.sandbox import pool as pool_mod
 from kerneldojo.sandbox.device import Device
-from kerneldojo.sandbox.pool import GPUPool, SlotSpec, cuda_visible_devices, parse_devices
+from kerneldojo.sandbox.protocol import CompileError
 
 
 class Recorder:
@@ -357,7 +357,7 @@ import sys, time
 from kerneldojo import batch
 from kerneldojo.judge import Judge, versions
 from kerneldojo.result import EvalResult
-from kerneldojo.sandbox.pool import GPUPool
+from kerneldojo.batch.pool import GPUPool
 
 class Slow(Judge):
     def __init__(self, device):

@@ -351,8 +351,8 @@ def test_reference_timing_op_runs_only_in_a_clean_worker(judge):
 
     from kerneldojo.graders.compile import compile_submission
     from kerneldojo.result import TimeStats
-    from kerneldojo.sandbox.process import _take_worker, load_reply, time_reference_in_worker
-    from kerneldojo.sandbox.runner import SubmissionError
+    from kerneldojo.sandbox.process import _take_worker, time_reference_in_worker
+    from kerneldojo.sandbox.protocol import SubmissionError, load_reply
     from kerneldojo.tasks import get_task
 
     task = get_task("vector_add")

@@ -4,7 +4,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kerneldojo.sandbox.triton_interpreter import interpreter
+from kerneldojo.sandbox.worker.triton_interpreter import interpreter
 
 
 def _kernels():

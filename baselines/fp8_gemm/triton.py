@@ -9,7 +9,7 @@
 # max_num_imprecise_acc = 2**30, keeps the whole K loop in it once the accumulator is passed to
 # tl.dot. PROMOTE_K makes Triton restart the tensor-core sum every PROMOTE_K values of k and add it
 # into a float32 register tile. 64 (two k = 32 wgmmas) is what the H200 study chose
-# (docs/results.md, baselines/fp8_study.py): no element out of tolerance at any test shape, and
+# (docs/results.md, baselines/bench/fp8_study.py): no element out of tolerance at any test shape, and
 # faster at 8192^3 than promoting once per 128 (DeepSeek-V3's interval), which also passed there.
 # (`acc += tl.dot(a, b)` does the same today only because Triton >= 3.5 declines to fold that add
 # into an fp8 dot; the explicit interval does not depend on it.) The cost is a second accumulator in

@@ -1,7 +1,7 @@
 """fp8_gemm study: accuracy and speed of fp8 (e4m3) GEMM variants on one GPU, in one run.
 
-    python3 baselines/fp8_study.py --out DIR          # GPU; writes DIR/fp8_study.json and DIR/fp8_study.md
-    TRITON_INTERPRET=1 python3 baselines/fp8_study.py --smoke --out /tmp/fp8   # CPU: every path, toy sizes
+    python3 baselines/bench/fp8_study.py --out DIR          # GPU; writes DIR/fp8_study.json and DIR/fp8_study.md
+    TRITON_INTERPRET=1 python3 baselines/bench/fp8_study.py --smoke --out /tmp/fp8   # CPU: every path, toy sizes
 
 Accuracy: on tasks/fp8_gemm's test shapes, a few seeds each, every variant's output against the
 exact product (float64, scaled, rounded to bf16 as the reference rounds) and against the task's own
@@ -38,7 +38,7 @@ import torch
 import triton
 import triton.language as tl
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CANDIDATE = REPO / "baselines" / "fp8_gemm" / "triton.py"
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -603,7 +603,7 @@ def main(argv=None) -> int:
 
     interp = contextlib.nullcontext()
     if smoke:  # the judge's interpreter fixes (bf16 rounding), as the judge's CPU mode runs kernels
-        from kerneldojo.sandbox.triton_interpreter import interpreter
+        from kerneldojo.sandbox.worker.triton_interpreter import interpreter
 
         interp = interpreter(True)
     candidate, candidate_error = None, None

@@ -2,7 +2,7 @@
 timings, torch.compile) and warm steps, each (task, language) in a fresh process with an empty
 build cache.
 
-    python -m kerneldojo.baselines.bench_step_latency [--steps 10] [--device cuda] [--json out.json]
+    python baselines/bench/bench_step_latency.py [--steps 10] [--device cuda] [--json out.json]
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def main() -> None:
                 continue
             with tempfile.TemporaryDirectory() as cache:
                 out = subprocess.run(
-                    [sys.executable, "-m", "kerneldojo.baselines.bench_step_latency", "--one", task_id, language,
+                    [sys.executable, __file__, "--one", task_id, language,
                      "--steps", str(args.steps), "--device", args.device],
                     env={**os.environ, "KERNELDOJO_CACHE": cache}, capture_output=True, text=True, check=True,
                 )  # fmt: skip

@@ -1,11 +1,11 @@
 """The level-3 baselines against their peers, side by side in one run on one GPU.
 
-    python -m kerneldojo.baselines.bench_level3 --json OUT.json [--only task,...] [--budget S] [--quick]
-    python -m kerneldojo.baselines.bench_level3 --render OUT.json
-    python -m kerneldojo.baselines.bench_level3 --dry-run --json /tmp/dry.json     # CPU: every path, fake timings
+    python baselines/bench/bench_level3.py --json OUT.json [--only task,...] [--budget S] [--quick]
+    python baselines/bench/bench_level3.py --render OUT.json
+    python baselines/bench/bench_level3.py --dry-run --json /tmp/dry.json     # CPU: every path, fake timings
 
 Per task, each shipped baseline (every .py/.cu file in baselines/<task>/, loaded through the judge's
-compile_submission and sandbox.runner.Solution, in this process) and its peers:
+compile_submission and sandbox.worker.harness.Solution, in this process) and its peers:
 
 - flash_attention: torch SDPA with each backend forced (FLASH_ATTENTION, EFFICIENT_ATTENTION,
   CUDNN_ATTENTION; a backend that raises is recorded and skipped). The issue's target is causal,
@@ -108,7 +108,7 @@ class Bench:
         self.out_path = Path(args.json) if args.json else None
         self._setup_device()
         self.data = {
-            "script": "kerneldojo.baselines.bench_level3", "argv": sys.argv[1:], "device": self.device.name,
+            "script": "baselines/bench/bench_level3.py", "argv": sys.argv[1:], "device": self.device.name,
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "versions": _versions(), "dry_run": self.dry,
             "quick": args.quick, "budget_s": args.budget, "timing": _timing_note(self.dry),
             "peaks": None, "tasks": {},
@@ -297,7 +297,7 @@ class Bench:
     def solutions(self, task) -> list[tuple[str, object]]:
         """(file name, Solution) for every baseline file of the task; build errors as (name, exception)."""
         from kerneldojo.graders.compile import compile_submission, detect_language
-        from kerneldojo.sandbox.runner import Solution
+        from kerneldojo.sandbox.worker.harness import Solution
 
         out = []
         for path in baseline_files(task.id):

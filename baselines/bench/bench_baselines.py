@@ -2,8 +2,8 @@
 measured roofline, in one run. Saves the EvalResults as JSON after each one and prints a
 markdown table at the end (or from a saved file with --render).
 
-    python -m kerneldojo.baselines.bench_baselines [--task T ...] [--skip T ...] --json results.json
-    python -m kerneldojo.baselines.bench_baselines --render results.json [--merge more.json ...]
+    python baselines/bench/bench_baselines.py [--task T ...] [--skip T ...] --json results.json
+    python baselines/bench/bench_baselines.py --render results.json [--merge more.json ...]
 """
 
 from __future__ import annotations

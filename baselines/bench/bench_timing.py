@@ -13,8 +13,8 @@
    and with the variants it replaced (L2 flushed by a write instead of a read; a fixed GPU spin
    instead of the host gate), on an idle host and on one with every core busy, side by side.
 
-    python -m kerneldojo.baselines.bench_timing --out DIR [--budget-s 420] [--steps 10]
-    python -m kerneldojo.baselines.bench_timing --render DIR/timing.json   # tables from a saved run
+    python baselines/bench/bench_timing.py --out DIR [--budget-s 420] [--steps 10]
+    python baselines/bench/bench_timing.py --render DIR/timing.json   # tables from a saved run
 
 DIR/timing.json is rewritten after every step, so a run cut short keeps what it measured; each
 section runs inside its own try/except. The tables are printed as markdown and saved as DIR/timing.md.
@@ -429,7 +429,7 @@ def section_method(report: Report, device, l2_bytes: int, stop_at: float, budget
 # ---------------------------------------------------------------------------------------------
 # Section "ncu": Nsight Compute's kernel duration for the same kernels and sizes.
 
-DRIVER = r'''"""Written by kerneldojo.baselines.bench_timing: launch one shipped baseline for Nsight Compute.
+DRIVER = r'''"""Written by baselines/bench/bench_timing.py: launch one shipped baseline for Nsight Compute.
 Argument: a JSON spec. Each case: `warmup` calls, then `launches` calls; one kernel per call."""
 import json
 import sys
@@ -440,7 +440,7 @@ from kerneldojo.baselines import shipped_solutions
 from kerneldojo.graders.compile import compile_submission
 from kerneldojo.graders.correctness import poisoned_like
 from kerneldojo.sandbox.device import resolve_device, synchronize
-from kerneldojo.sandbox.runner import Solution
+from kerneldojo.sandbox.worker.harness import Solution
 from kerneldojo.tasks import get_task
 
 
@@ -478,7 +478,7 @@ if __name__ == "__main__":
 
 
 def find_ncu() -> str | None:
-    from kerneldojo.graders.compile import cuda_tool
+    from kerneldojo.sandbox.device import cuda_tool
 
     if found := cuda_tool("ncu"):
         return found
@@ -597,7 +597,7 @@ def section_ncu(report: Report, device, out: Path, launches: int, warmup: int, s
             started = time.perf_counter()
             limit = max(10.0, min(NCU_TASK_LIMIT_S, stop_at - time.perf_counter()))
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit,
-                                  cwd=Path(__file__).resolve().parent.parent)
+                                  cwd=Path(__file__).resolve().parents[2])
             entry["wall_s"] = time.perf_counter() - started
             (out / f"ncu_{task_id}.csv").write_text(proc.stdout)
             combined = proc.stdout + proc.stderr

@@ -1,7 +1,7 @@
 """What the process backend's sandbox costs per step, and whether a long run leaks.
 
-    python baselines/bench_sandbox.py overhead [--steps 10] [--device cpu]
-    python baselines/bench_sandbox.py leaks [--steps 200] [--device cpu]
+    python baselines/bench/bench_sandbox.py overhead [--steps 10] [--device cpu]
+    python baselines/bench/bench_sandbox.py leaks [--steps 200] [--device cpu]
 
 `overhead`: the median wall time of vector_add steps on `Judge(device)` (a worker per step,
 namespaces and limits as available), on the same judge with the worker's namespaces turned off

@@ -1,4 +1,4 @@
-"""The GPU pool: many submissions over the GPUs of one host, one judge per GPU.
+"""The GPU pool (in the judge's process): many submissions over the GPUs of one host, one judge per GPU.
 
 N GPUs give N slots. A slot owns one `Judge` (which caches reference timings for its device)
 and one thread, so a GPU never runs two evaluations at once and its timings see an idle
@@ -22,8 +22,6 @@ exercises the same code.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import functools
-import hashlib
 import os
 import queue
 import threading
@@ -34,9 +32,14 @@ from typing import Any, NamedTuple
 
 import torch
 
-from kerneldojo.graders.compile import CompileError, check_language, compile_submission, detect_language
+from kerneldojo.graders.compile import check_language, compile_submission, detect_language
+from kerneldojo.judge import Judge, versions
 from kerneldojo.result import EvalResult
+from kerneldojo.sandbox.peers import Unavailable
+from kerneldojo.sandbox.protocol import CompileError
 from kerneldojo.tasks import get_task
+
+from .store import submission_hash
 
 NATIVE_LANGUAGES = ("cuda", "cute")  # built by nvcc in the compile stage
 MAX_DEFAULT_CPU_SLOTS = 8  # each CPU slot keeps a worker process with torch imported
@@ -142,15 +145,6 @@ def parse_devices(
     return slots
 
 
-def submission_hash(task: str, language: str, source: str) -> str:
-    """Identifies a submission: what it is for, in which language, and its exact text."""
-    h = hashlib.sha256()
-    for part in (task, language, source):
-        h.update(part.encode())
-        h.update(b"\0")
-    return h.hexdigest()[:16]
-
-
 class Slot:
     """One device and the judge that owns it."""
 
@@ -205,7 +199,7 @@ class GPUPool:
         if judge_factory is None:
 
             def judge_factory(device: str):
-                return _slot_judge_class()(device, **judge_kwargs)
+                return SlotJudge(device, **judge_kwargs)
 
         self.slots = [Slot(spec, judge_factory(spec.device)) for spec in specs]
         self._archs = list(dict.fromkeys(slot.judge.device.arch for slot in self.slots))
@@ -380,39 +374,30 @@ _reference_file_lock = threading.Lock()
 _reference_timing_lock = threading.Lock()
 
 
-@functools.cache
-def _slot_judge_class():
-    from kerneldojo.judge import Judge
-    from kerneldojo.sandbox.peers import Unavailable
+class SlotJudge(Judge):
+    """A Judge for one slot among several in this process. Writes of the shared reference-time
+    file never interleave. Reference timings are taken in a worker process of their own (with
+    isolation='process' or 'docker', on a GPU), so slots share no interpreter while timing;
+    where they run in this process (isolation='none'), they are taken one at a time, so another
+    slot's reference loop does not hold the interpreter between a start event and its launch."""
 
-    class SlotJudge(Judge):
-        """A Judge for one slot among several in this process. Writes of the shared reference-time
-        file never interleave. Reference timings are taken in a worker process of their own (with
-        isolation='process' or 'docker', on a GPU), so slots share no interpreter while timing;
-        where they run in this process (isolation='none'), they are taken one at a time, so another
-        slot's reference loop does not hold the interpreter between a start event and its launch."""
+    def _time_calls(self, calls):
+        with _reference_timing_lock:
+            return super()._time_calls(calls)
 
-        def _time_calls(self, calls):
-            with _reference_timing_lock:
-                return super()._time_calls(calls)
+    def _save_reference_times(self) -> None:
+        with _reference_file_lock:
+            super()._save_reference_times()
 
-        def _save_reference_times(self) -> None:
-            with _reference_file_lock:
-                super()._save_reference_times()
-
-        def _rank_devices(self, task):
-            if self.device.mode == "gpu":  # its ranks' GPUs would be other slots'
-                raise Unavailable(f"{task.id} runs a worker per GPU and a pool slot holds one GPU; evaluate it with "
-                                  "kerneldojo.judge.Judge on a host with the GPUs it needs")
-            return super()._rank_devices(task)
-
-    return SlotJudge
+    def _rank_devices(self, task):
+        if self.device.mode == "gpu":  # its ranks' GPUs would be other slots'
+            raise Unavailable(f"{task.id} runs a worker per GPU and a pool slot holds one GPU; evaluate it with "
+                              "kerneldojo.judge.Judge on a host with the GPUs it needs")
+        return super()._rank_devices(task)
 
 
 def compile_error_result(judge, job: _Job, message: str, compile_s: float) -> EvalResult:
     """What `Judge.evaluate` returns for a source that does not compile, without taking a slot."""
-    from kerneldojo.judge import versions
-
     result = EvalResult(
         task=job.task, language=job.language, device=judge.device.name, mode=judge.device.mode,
         status="compile_error", messages=[message], versions=versions(), compile_s=compile_s, wall_s=compile_s,

@@ -1,7 +1,8 @@
 """Load a built submission and call it. This is the only code that executes submission code.
 
-It runs either inside a single-use worker process (`sandbox.process`, the default) or, with
-isolation="none", in the judge's own process.
+It runs inside a single-use worker (`sandbox.worker.loop`, started by `sandbox.process` or
+`sandbox.docker`) or, with isolation="none", in the judge's own process: that backend runs worker
+code in the judge by design (for debugging and for trusted code; nothing is contained).
 """
 
 from __future__ import annotations
@@ -16,56 +17,42 @@ import secrets
 import sys
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from kerneldojo.graders.checks import (
+from kerneldojo.graders.checks import message
+from kerneldojo.graders.correctness import check_no_aliasing, poisoned_like
+from kerneldojo.graders.profile import native_kernel_names, profile_calls, summarize_profile, triton_kernel_names
+from kerneldojo.graders.timing import time_calls
+from kerneldojo.sandbox.device import Device
+from kerneldojo.sandbox.protocol import Build, CompileError, SubmissionError, TimedRuns
+from kerneldojo.tasks import Task, case_label
+from kerneldojo.tasks.spec import STRIDE_PARAM
+
+from .collective import join
+from .triton_interpreter import interpreter
+from .watches import (
     ForbiddenOps,
     ReferenceTripwire,
     Tampering,
     child_processes,
     live_threads,
-    message,
+    module_functions,
     watching,
-)  # fmt: skip
-from kerneldojo.graders.compile import Build, CompileError
-from kerneldojo.graders.correctness import check_no_aliasing, poisoned_like
-from kerneldojo.graders.profile import native_kernel_names, profile_calls, summarize_profile, triton_kernel_names
-from kerneldojo.graders.timing import time_calls
-from kerneldojo.result import ProfileStats, TimeStats
-from kerneldojo.tasks import Task, case_label
-from kerneldojo.tasks.spec import STRIDE_PARAM
-
-from .device import Device
-from .triton_interpreter import interpreter
+)
 
 _module_ids = itertools.count()
 COLLECTIVE_RUNS = 40  # a distributed task's ranks make the same calls: a fixed count, not a target error
 
 
-class SubmissionError(Exception):
-    """The submission raised; the message is its traceback, cut to the submission's own frames."""
-
-
 PROFILED_CALLS = 10
 
 
-@dataclass
-class TimedRuns:
-    """What the harness reports from a timing request: the judge rechecks `outputs[k]` against the
-    reference on `make_inputs(shape, seeds[k])`, the content input set k last held."""
-
-    stats: TimeStats
-    profile: ProfileStats | None
-    seeds: list[int]
-    outputs: list[tuple]
-
-
 class Solution:
-    """A loaded submission: `run(inputs, shape, outputs)` returns its output tensors as a tuple.
+    """A loaded submission, in this process (a `protocol.SubmissionHandle`): `run(inputs, shape, outputs)`
+    returns its output tensors as a tuple.
 
     `outputs` are judge-allocated, poisoned tensors; native (cuda/cute) entry points write into
     them, Python submissions return their own. Checked runs (`watch=True`) are watched by the
@@ -83,7 +70,9 @@ class Solution:
         self._module_name: str | None = None
         # Taken before any submission code runs: what is alive and which functions are the real ones.
         self._forbidden = ForbiddenOps(task.spec.forbidden)
-        self._tampering = Tampering()
+        # The harness's own functions too: patching the module they came from misses these references.
+        self._tampering = Tampering({"kerneldojo.sandbox.worker.harness": (sys.modules[__name__], module_functions(
+            sys.modules[__name__])), "Solution": (Solution, ["run", "time", "_call_native", "_watched"])})
         self._threads, self._children = live_threads(), set(child_processes())
         self._tripwire = ReferenceTripwire(task.reference)
         if build.language in ("triton", "python"):
@@ -172,8 +161,6 @@ class Solution:
 
     def join(self, rank: int, memory) -> None:
         """Become rank `rank` of a distributed task: solution() gets a `PeerGroup` after its inputs."""
-        from .peers import join
-
         self.rank = rank
         self._peer_memory = memory  # in CPU mode its tensors are the peers' mappings: they must stay alive
         self.group, self._align = join(rank, memory, self.device.torch_device)

@@ -1,6 +1,6 @@
 """all_reduce on two GPUs of one host: the shipped baseline and starter against NCCL, as the judge sees them.
 
-    python -m kerneldojo.baselines.bench_collective --out DIR [--budget S]
+    python baselines/bench/bench_collective.py --out DIR [--budget S]
 
 Each solution goes through `Judge("cuda:0").evaluate`, so what is measured is what an agent is
 scored on: a worker per rank, ranks aligned on the GPU before every timed call, cold L2, a fixed 40

@@ -1,0 +1,166 @@
+"""Batch evaluation (in the judge's process): many submissions over the GPU pool (`batch.pool`), results
+streamed to a JSONL store (`batch.store`), and the leaderboard built from that store (`batch.leaderboard`).
+
+Submissions come from a folder laid out `<dir>/<task>/<name>.{py,cu}` (like `baselines/`),
+or from a JSONL manifest, one object per line:
+
+    {"task": "softmax", "file": "runs/a.py", "language": "triton", "label": "policy-7/a"}
+    {"task": "gelu", "source": "import triton ...", "label": "rollout-12"}
+
+(`file` is relative to the manifest; `language` is detected when absent; `label` defaults to
+the file's path, or `<manifest>:<line>`.)
+
+The store holds one line per finished evaluation: the EvalResult's JSON with `label`, `hash`
+(task, language and exact source) and `slot` added. Each line is written whole and synced
+before the next, so a killed batch keeps every finished result; a half-written last line is
+dropped on the next open, and a rerun skips the (label, hash) pairs already in the store.
+Only one batch writes a store at a time (a lock on the file).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kerneldojo.graders.compile import check_language, detect_language
+from kerneldojo.result import EvalResult
+from kerneldojo.tasks import TaskError, get_task, list_tasks
+
+from .leaderboard import render_leaderboard, render_store, standings
+from .store import ResultStore, submission_hash
+
+__all__ = ["ResultStore", "Submission", "load_submissions", "render_leaderboard", "render_store", "run_batch",
+           "standings", "submission"]
+
+SOURCE_SUFFIXES = (".py", ".cu")
+
+
+@dataclass(frozen=True)
+class Submission:
+    task: str
+    source: str
+    language: str
+    label: str
+
+    @property
+    def hash(self) -> str:
+        return submission_hash(self.task, self.language, self.source)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.label, self.hash
+
+
+def submission(task: str, source: str, language: str | None, label: str) -> Submission:
+    """Validated: a known task, a language it takes (detected when None)."""
+    try:
+        spec = get_task(task)
+        language = language or detect_language(source)
+        check_language(spec, language)
+    except (TaskError, ValueError) as e:
+        raise ValueError(f"{label}: {e}") from None
+    return Submission(spec.id, source, language, label)
+
+
+def load_submissions(path: Path | str) -> list[Submission]:
+    """From a folder `<task>/<file>` or a JSONL manifest; raises ValueError naming the bad entry."""
+    path = Path(path)
+    if path.is_dir():
+        return _from_folder(path)
+    if path.is_file():
+        return _from_manifest(path)
+    raise FileNotFoundError(f"no such folder or manifest: {path}")
+
+
+def _from_folder(root: Path) -> list[Submission]:
+    tasks = set(list_tasks())
+    found = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        files = sorted(f for f in folder.iterdir() if f.is_file() and f.suffix in SOURCE_SUFFIXES)
+        if folder.name not in tasks:
+            if files:
+                print(f"kerneldojo: skipping {folder}: not a task name", file=sys.stderr)
+            continue
+        label_root = root.name if root.name else str(root)
+        found += [submission(folder.name, f.read_text(), None, f"{label_root}/{folder.name}/{f.name}") for f in files]
+    if not found:
+        raise ValueError(f"{root}: no submissions found; expected {root}/<task>/<name>.py or .cu")
+    return found
+
+
+def _from_manifest(manifest: Path) -> list[Submission]:
+    found = []
+    for number, line in enumerate(manifest.read_text().splitlines(), 1):
+        where = f"{manifest}:{number}"
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{where}: not a JSON object ({e.msg})") from None
+        if not isinstance(entry, dict) or "task" not in entry or ("source" in entry) == ("file" in entry):
+            raise ValueError(f"{where}: needs \"task\" and one of \"source\" or \"file\"")
+        unknown = set(entry) - {"task", "source", "file", "language", "label"}
+        if unknown:
+            raise ValueError(f"{where}: unknown field {', '.join(sorted(unknown))}")
+        if "file" in entry:
+            file = manifest.parent / entry["file"]
+            if not file.is_file():
+                raise ValueError(f"{where}: no such file: {file}")
+            source, label = file.read_text(), entry.get("label") or entry["file"]
+        else:
+            source, label = entry["source"], entry.get("label") or where
+        found.append(submission(entry["task"], source, entry.get("language"), str(label)))
+    if not found:
+        raise ValueError(f"{manifest}: no submissions in the manifest")
+    return found
+
+
+def record_of(sub: Submission, result: EvalResult, slot: str | None) -> dict:
+    return {"label": sub.label, "hash": sub.hash, "slot": slot, **result.model_dump(mode="json")}
+
+
+@dataclass
+class BatchSummary:
+    submitted: int = 0
+    skipped: int = 0  # already in the store
+    evaluated: int = 0
+    failed: int = 0  # the judge itself failed: nothing recorded, a rerun retries them
+
+
+def run_batch(
+    submissions: Iterable[Submission],
+    store: ResultStore | Path | str,
+    pool,
+    progress: Callable[[str], None] | None = None,
+) -> BatchSummary:
+    """Evaluate what the store does not hold yet; append each result the moment it is known."""
+    store = store if isinstance(store, ResultStore) else ResultStore(store)
+    summary = BatchSummary()
+    with store.writer() as append:
+        done = store.finished()
+        todo, seen = [], set()
+        for sub in submissions:
+            summary.submitted += 1
+            if sub.key in done or sub.key in seen:
+                summary.skipped += 1
+                continue
+            seen.add(sub.key)
+            todo.append(sub)
+        jobs = ((sub, (sub.task, sub.source, sub.language)) for sub in todo)
+        for n, outcome in enumerate(pool.imap_unordered(jobs), 1):
+            sub = outcome.tag
+            where = f"[{n}/{len(todo)}] {outcome.slot or 'compile'} {sub.label}"
+            if outcome.error is not None:
+                summary.failed += 1
+                if progress:
+                    progress(f"{where}: judge error, not recorded: {type(outcome.error).__name__}: {outcome.error}")
+                continue
+            append(record_of(sub, outcome.result, outcome.slot))
+            summary.evaluated += 1
+            if progress:
+                progress(f"{where}: {outcome.result.summary()}")
+    return summary

@@ -1,0 +1,192 @@
+"""The worker's request loop: the process that loads one submission, serves the judge's requests and
+is then discarded. Everything here runs inside the sandbox, next to untrusted code.
+
+It confines itself first (`harden`: its own process group, rlimits, output to a capped file, and with a
+plan the namespaces and cgroup of `worker.confine`), warms up (imports, the CUDA context, Triton's
+runtime) while no submission is waiting, then answers the ops of `sandbox.protocol`. A worker that
+never loads a submission may also time the task's reference (`time_reference`), so that reference
+and submission are timed by the same code in the same kind of clean process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import resource
+import signal
+import sys
+from multiprocessing import resource_sharer
+from pathlib import Path
+
+import torch
+
+from kerneldojo.graders.timing import time_calls
+from kerneldojo.result import TimeStats
+from kerneldojo.sandbox.device import resolve_device
+from kerneldojo.sandbox.protocol import OPS, REFERENCE_KINDS, REPLY_ERRORS, SubmissionError, reply_kind
+from kerneldojo.tasks import get_task, list_tasks
+
+from .confine import Plan, enter
+from .harness import Solution
+from .triton_interpreter import interpreter
+from .watches import ForbiddenOps
+
+OUTPUT_CAP_BYTES = 16 << 20
+OPEN_FILES_CAP = 4096
+CPU_SECONDS_CAP = 1800  # a backstop behind the wall-clock limits: CPU time summed over threads
+CLONE_NEWNET = 0x40000000
+
+
+def _reply(replies, sequence: int, kind: str, payload) -> None:
+    replies.put((sequence, kind, payload))
+
+
+def serve(requests, replies, device_spec: str, scratch: str, outputs_by_value: bool = False,
+          plan: Plan | None = None) -> None:
+    """The request loop. `requests.get()` / `replies.put()`: a queue and a pipe for the process backend,
+    a socket in a container (`worker.container`).
+
+    With `outputs_by_value` (no shared memory with the judge), native entry points' outputs are sent back too.
+    """
+    harden(Path(scratch), plan)
+    if device_spec != "cpu":  # Triton launches, events and bare synchronize() use the current device
+        torch.cuda.set_device(device_spec)
+    # Warm up while no submission is waiting: imports, the task library, the CUDA context.
+    list_tasks()
+    with ForbiddenOps([]):  # its first use imports torch._dynamo, over a second
+        torch.empty(1, device=device_spec)
+    with contextlib.suppress(Exception):  # Triton's runtime (launcher, interpreter) on a throwaway kernel
+        _launch_trivial_triton_kernel(device_spec)
+    # Sending a CPU tensor starts multiprocessing's descriptor-sharing thread; start it now, so that
+    # the threads-left-running check counts it as the harness's, not the submission's.
+    resource_sharer.DupFd(os.open(os.devnull, os.O_RDONLY))
+
+    session = _Session(device_spec, outputs_by_value)
+    while True:
+        sequence, op, args = requests.get()
+        if op == "exit":
+            return
+        try:
+            handler = getattr(session, f"op_{op}", None) if op in OPS else None
+            if handler is None:
+                raise SubmissionError(f"unknown request {op!r}")
+            _reply(replies, sequence, "ok", handler(*args))
+        except Exception as e:  # a CUDA fault at the synchronize, an unpicklable output, ...
+            known = isinstance(e, (*REPLY_ERRORS.values(),))
+            _reply(replies, sequence, reply_kind(e), str(e) if known else f"{type(e).__name__}: {e}")
+        sys.stdout.flush()
+
+
+class _Session:
+    """One worker's state, and its answer to each request op of `sandbox.protocol.OPS` (`op_<name>`)."""
+
+    def __init__(self, device_spec: str, outputs_by_value: bool):
+        self.device_spec, self.outputs_by_value = device_spec, outputs_by_value
+        self.solution: Solution | None = None
+        self.last = None  # the last reply's tensors, alive until the next request: the judge maps them via IPC
+
+    def op_load(self, task_id: str, build) -> None:
+        self.solution = Solution(get_task(task_id), build, resolve_device(self.device_spec))
+
+    def op_run(self, inputs: tuple, shape: dict, outputs: tuple, watch: bool = True):
+        self.last = self.solution.run(inputs, shape, outputs, watch)
+        if self.device_spec != "cpu":
+            torch.cuda.synchronize()
+        # Native entry points wrote into the judge's own output tensors; nothing to send back.
+        # Plain tensors only: a subclass would run its own code in the judge (flagged in `solution`).
+        if self.solution.build.libraries and not self.outputs_by_value:
+            return None
+        return tuple(t.as_subclass(torch.Tensor) if isinstance(t, torch.Tensor) else t for t in self.last)
+
+    def op_time(self, *args):
+        self.last = self.solution.time(*args)
+        return self.last
+
+    def op_flags(self) -> dict[str, str]:
+        return dict(self.solution.flags)
+
+    def op_join(self, rank: int, memory) -> None:
+        self.solution.join(rank, memory)
+
+    def op_time_reference(self, *args) -> TimeStats:
+        if self.solution is not None:  # a clean process only: nothing a submission left behind slows it
+            raise SubmissionError("time_reference is answered only by a worker that has loaded no submission")
+        return _time_reference(self.device_spec, *args)
+
+
+def _time_reference(device_spec: str, task_id: str, shape: dict, kind: str, sets: int, l2_bytes: int,
+                    budget_s: float) -> TimeStats:
+    """In a worker that has loaded no submission: time the reference as the harness times a submission."""
+    task = get_task(task_id)
+    if kind == "eager":
+        fn = None  # the reference itself
+    elif kind == "compiled":
+        import torch._inductor.config as inductor_config
+
+        # Compile in this process: no pool of compile workers to fit under the worker's process and
+        # memory limits; the kernels it makes are the same. Its caches are in the scratch folder
+        # (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR: `confine._inside`). A precompiled header for
+        # C++ (CPU) kernels is larger than the worker's file-size cap: none is made.
+        inductor_config.compile_threads = 1
+        with contextlib.suppress(AttributeError):  # a torch without the option
+            inductor_config.cpp_cache_precompile_headers = False
+        fn = torch.compile(task.reference.reference)
+    else:
+        raise SubmissionError(f"the reference kind must be one of {', '.join(REFERENCE_KINDS)}, not {kind!r}")
+    device = torch.device(device_spec)
+    calls = task.reference_calls(shape, device, sets, fn)
+    if device.type != "cuda":
+        raise SubmissionError(f"timing the reference needs a GPU (CUDA events); this worker runs on {device_spec}")
+    return time_calls(calls, device, l2_bytes, budget_s=budget_s)
+
+
+def _launch_trivial_triton_kernel(device_spec: str) -> None:
+    with interpreter(device_spec == "cpu"):
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def fill(out_ptr, BLOCK: tl.constexpr):
+            tl.store(out_ptr + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.float32))
+
+        fill[(1,)](torch.empty(16, device=device_spec), BLOCK=16)
+
+
+def harden(scratch: Path, plan: Plan | None = None) -> dict:
+    """Before any submission code runs: own process group, limits, namespaces, output to a file.
+
+    With a `plan` (the process backend) the worker enters the namespaces and cgroup of
+    `worker.confine`; this process then forks, and only the worker returns from here. Without
+    one (the docker backend, already boxed) it keeps to the process group, rlimits and no network.
+    Returns what is active, by name.
+    """
+    os.setsid()
+    if not scratch.is_dir():  # a spare stopped (the judge exited) before it started
+        os._exit(0)
+    os.chdir(scratch)
+    for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, OUTPUT_CAP_BYTES),
+                         (resource.RLIMIT_NOFILE, OPEN_FILES_CAP), (resource.RLIMIT_CPU, CPU_SECONDS_CAP)):
+        hard = resource.getrlimit(limit)[1]
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(limit, (value, value))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the cap fails instead of killing
+
+    def redirect_output() -> None:
+        out = os.open(scratch / "output.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(out)
+        sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+        sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+
+    if plan is not None:
+        return enter(plan, redirect_output)
+    redirect_output()
+    # A new network namespace has only a downed loopback: no connection leaves. Needs privilege
+    # (root, or user namespaces); without it the worker runs with the host's network.
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNET) != 0:
+        os.environ["KERNELDOJO_NETWORK_ISOLATION"] = "unavailable"
+        return {"network_namespace": "unavailable"}
+    return {"network_namespace": True}
