@@ -20,9 +20,51 @@ MAX_TEXT_CHARS = 1_000_000
 
 
 class KernelEnv(gym.Env[dict, str]):
-    """Observation: the task's prompt, reference source, starter, the last feedback and the turn.
-    Action: kernel source (Triton/Python, CUDA C++ or CuTe). Reward: see `RewardConfig`.
-    An episode is a conversation of up to `max_turns` submissions; it truncates after the last.
+    """Write a GPU kernel for one task; each step submits a version and the judge grades it.
+
+    ## Description
+    One env per task (`kerneldojo/<task>-v0`, registered at `import kerneldojo`). The agent reads the
+    prompt, the PyTorch reference and a naive starter, and answers with kernel source. The judge compiles
+    it, runs it in a single-use sandboxed worker on inputs from secret seeds, compares with the
+    reference and, on a GPU, times it against eager PyTorch and `torch.compile`.
+
+    ## Action Space
+    `SourceText(200_000)`: the submission's source, a `str` of Triton/Python, CUDA C++ or CuTe
+    (the language is `language`, or detected from each submission when `language=None`).
+
+    ## Observation Space
+    `Dict`: `prompt` (instructions and the submission contract, text), `reference` (the task's
+    reference.py, text), `starter` (a correct naive solution, text), `feedback` (the last verdict
+    rendered for the agent: status, where the output differs, times and speedups; "" after reset),
+    `turn` (`Discrete(max_turns + 1)`: submissions made so far).
+
+    ## Rewards
+    Per step, from `RewardConfig` (graders/reward.py; docs/rewards.md has the presets): 0 for a failure
+    (compile error, runtime error, timeout, wrong output), −1 when an anti-cheat check fired, 1 for a
+    correct kernel plus 0.5·log2(speedup over eager) clipped to [−1, 4] when it was timed (GPU only:
+    CPU mode rewards correctness alone).
+
+    ## Starting State
+    `reset(seed=...)` starts a conversation at turn 0 with no feedback. The seed seeds only the env's
+    own `np_random` (unused by the judge): the judge's input seeds are secret and fresh every step,
+    so no seed reproduces an evaluation's inputs.
+
+    ## Episode End
+    Terminated when `stop_on_success` and a step ends `ok`; truncated after `max_turns` steps. A step
+    after the end raises; call `reset()`.
+
+    ## Arguments
+    `task` (id), `language` (None: detect per submission), `device` ("auto", "cpu", "cuda:N"),
+    `max_turns` (4), `reward` (`RewardConfig`), `stop_on_success` (False), `render_mode` ("ansi"
+    returns the feedback), `judge` (share one `Judge` between envs).
+
+    ## Example
+        >>> import gymnasium, kerneldojo
+        >>> env = gymnasium.make("kerneldojo/vector_add-v0", device="cpu", max_turns=2)
+        >>> obs, info = env.reset()
+        >>> obs, reward, terminated, truncated, info = env.step(obs["starter"])
+        >>> info["status"], reward
+        ('ok', 1.0)
     """
 
     metadata: ClassVar[dict] = {"render_modes": ["ansi"]}
