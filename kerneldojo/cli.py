@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("file", type=Path)
     ev.add_argument("--language", help=f"one of {', '.join(LANGUAGES)}; detected from the source when omitted")
     ev.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    ev.add_argument("--isolation", default="process", choices=["process", "docker", "none"],
+                    help="where the submission runs: a worker process (default), a container, or this process")
     ev.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
     lint = commands.add_parser("lint", help="check task definitions and that their starters and baselines pass")
     lint.add_argument("tasks", nargs="*", help="default: all")
@@ -76,9 +78,9 @@ def cmd_eval(args) -> int:
     task = get_task(args.task)
     if not args.file.is_file():
         raise FileNotFoundError(f"no such file: {args.file}")
-    from kerneldojo import evaluate
+    from kerneldojo.judge import Judge
 
-    result = evaluate(task.id, args.file.read_text(), language=args.language, device=args.device)
+    result = Judge(args.device, isolation=args.isolation).evaluate(task, args.file.read_text(), args.language)
     print(result.model_dump_json(indent=2) if args.json else render_feedback(result))
     return 0 if result.status in ("ok", "compiled") else 1
 

@@ -9,8 +9,7 @@ import json
 from pathlib import Path
 
 from kerneldojo.graders.roofline import datasheet_peaks, floor_ms
-
-from . import get_task, list_tasks
+from kerneldojo.tasks import get_task, list_tasks
 
 RESULTS = Path(__file__).resolve().parent.parent / "baselines" / "results" / "h100.json"
 

@@ -10,8 +10,7 @@ import secrets
 import torch
 
 from kerneldojo.graders.roofline import datasheet_peaks, floor_ms
-
-from . import Task
+from kerneldojo.tasks import Task
 
 # A benchmark size must keep an H100 busy for this long at the roofline, or launch overhead dominates.
 MIN_BENCH_FLOOR_MS = 0.01

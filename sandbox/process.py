@@ -43,7 +43,9 @@ from . import isolation
 from .device import Device
 from .protocol import (
     LIMITS_S,
+    MEMORY_CAP_BYTES,
     OUTPUT_TAIL_CHARS,
+    PROCESSES_CAP,
     REFERENCE_KINDS,
     Build,
     PipeReplies,
@@ -136,8 +138,8 @@ class _Worker:
         ctx = mp.get_context("spawn")
         self.scratch = Path(tempfile.mkdtemp(prefix=f"kerneldojo-worker-{os.getpid()}-"))
         limits = limits or {}
-        self.cgroup = isolation.Cgroup(int(limits.get("memory", isolation.MEMORY_CAP_BYTES)),
-                                       int(limits.get("processes", isolation.PROCESSES_CAP)))
+        self.cgroup = isolation.Cgroup(int(limits.get("memory", MEMORY_CAP_BYTES)),
+                                       int(limits.get("processes", PROCESSES_CAP)))
         control, worker_control = ctx.Pipe()
         self.handle = isolation.WorkerHandle(control)
         plan = isolation.plan(self.scratch, device.mode == "gpu", worker_control, self.cgroup)

@@ -45,6 +45,10 @@ LIMITS_S = {"load": 120.0, "compile": 120.0, "run": 60.0, "time": 300.0, "flags"
             "time_reference": 600.0}
 OPS = ("load", "run", "time", "flags", "join", "time_reference", "exit")
 REFERENCE_KINDS = ("eager", "compiled")
+# A worker's host memory and its processes and threads (torch's and Triton's own count too), through a
+# cgroup where one can be made: Judge(limits={"memory": bytes, "processes": n}) overrides them.
+MEMORY_CAP_BYTES = 16 << 30
+PROCESSES_CAP = 1024
 OUTPUT_TAIL_CHARS = 2000  # of what the submission printed, quoted in a failure's message
 
 

@@ -70,7 +70,7 @@ import sys
 def solution(x, y):
     out = x + y
     for obj in gc.get_objects():
-        if type(obj).__name__ == "_PipeReplies":
+        if type(obj).__name__ == "PipeReplies":
             frame = sys._getframe(1)
             while frame and "sequence" not in frame.f_locals:
                 frame = frame.f_back
@@ -105,9 +105,9 @@ def test_tampering_sees_a_replaced_function_and_nothing_else():
                                              ("profile", "summarize_profile"), ("runner", "profile_calls")])
 def test_tampering_sees_the_harness_flush_gate_and_profile_replaced(where, attr):
     from kerneldojo.graders import profile, timing
-    from kerneldojo.sandbox import runner
+    from kerneldojo.sandbox.worker import harness as runner
 
-    watch = Tampering()
+    watch = Tampering(runner.guarded_here())
     owner = {"L2Flush": timing.L2Flush, "HostGate": timing.HostGate, "profile": profile, "runner": runner}[where]
     original = vars(owner)[attr]
     try:

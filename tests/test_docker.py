@@ -23,6 +23,7 @@ import torch
 from kerneldojo.judge import Judge
 from kerneldojo.result import TimeStats
 from kerneldojo.sandbox import docker as docker_backend
+from kerneldojo.sandbox import protocol
 
 LIMITS = {"load": 180, "compile": 0, "run": 10}
 MEMORY = "1536m"
@@ -229,8 +230,8 @@ def test_honest_passes_after_the_faults(judge):
 
 
 def _round_trip(obj, trusted: bool):
-    data = docker_backend._dumps(obj)
-    return docker_backend._Unpickler(data, torch.device("cpu"), trusted=trusted).load()
+    data = protocol.dumps(obj)
+    return protocol.loads(data, torch.device("cpu"), materialize=(lambda *a: None) if trusted else None)
 
 
 def test_tensors_and_models_cross_by_value():
@@ -248,7 +249,7 @@ def test_tensors_and_models_cross_by_value():
 def test_a_reply_may_name_no_class():
     class_payload = pickle.dumps(("ok", io.BytesIO(b"")))
     with pytest.raises(pickle.UnpicklingError):
-        docker_backend._Unpickler(class_payload, torch.device("cpu"), trusted=False).load()
+        protocol.loads(class_payload, torch.device("cpu"))
     bad_view = ("tensor", b"\0" * 8, "float32", 0, (100,), (1,), False)
     with pytest.raises(Exception, match=r"out of bounds|storage"):
-        docker_backend._Unpickler(b"", torch.device("cpu"), trusted=False).persistent_load(bad_view)
+        protocol._Unpickler(b"", torch.device("cpu"), None).persistent_load(bad_view)

@@ -198,7 +198,7 @@ def test_reference_is_timed_in_a_worker_and_cached(monkeypatch, tmp_path):
     task = get_task("vector_add")
     case = task.cases("bench")[0]
     assert judge._reference_times_for(task, case) == (stats, stats)
-    assert asked == [(judge.device, "vector_add", case.shape, kind, POOL_SETS[0], 1 << 20, 0.25, {"reference": 30})
+    assert asked == [(judge.device, "vector_add", case.shape, kind, POOL_SETS[0], 1 << 20, 0.25, {"time_reference": 30})
                      for kind in ("eager", "compiled")]
     assert judge._reference_times_for(task, case) == (stats, stats) and len(asked) == 2  # cached
     again = Judge("cpu", reference_cache=cache)

@@ -14,10 +14,10 @@ import submissions as subs
 import torch
 
 from kerneldojo import batch
+from kerneldojo.batch import pool as pool_mod
 from kerneldojo.batch.pool import GPUPool, SlotSpec, cuda_visible_devices, parse_devices
 from kerneldojo.judge import Judge, versions
 from kerneldojo.result import CaseTiming, EvalResult, TimeStats
-from kerneldojo.sandbox import pool as pool_mod
 from kerneldojo.sandbox.device import Device
 from kerneldojo.sandbox.protocol import CompileError
 

@@ -95,8 +95,9 @@ def test_malformed_task_names_the_file_and_field(task_copy, old, new, message):
 
 def test_missing_reference_function_is_named(task_copy):
     _edit(task_copy, "def flops(", "def not_flops(", file="reference.py")
+    task = load_task(task_copy)  # listed: reference.py runs only at first use, and fails there, naming it
     with pytest.raises(TaskError, match=r"reference.py: must define flops"):
-        load_task(task_copy)
+        task.reference  # noqa: B018
 
 
 def test_missing_starter_is_named(task_copy):
@@ -152,10 +153,35 @@ def test_a_distributed_task_needs_ranks_and_python(collective_copy, old, new, me
 
 def test_a_distributed_task_needs_its_peer_buffer_size(collective_copy):
     _edit(collective_copy, "def peer_buffer_bytes(", "def buffer_size(", file="reference.py")
+    task = load_task(collective_copy)
     with pytest.raises(TaskError, match=r"must define peer_buffer_bytes"):
-        load_task(collective_copy)
+        task.reference  # noqa: B018
 
 
 def test_a_distributed_task_states_its_contract():
     text = get_task("all_reduce").instructions("triton")
     assert "solution(x, group)" in text and "its own process on its own GPU" in text
+
+
+def test_importing_kerneldojo_runs_no_reference_and_registers_every_folder():
+    """Registration reads task folders only: a broken reference.py cannot break `import kerneldojo`."""
+    import subprocess
+    import sys
+
+    code = ("import sys, gymnasium, kerneldojo; from kerneldojo.tasks import task_folders; "
+            "print(sum(m.startswith('kerneldojo.tasks._reference') for m in sys.modules), "
+            "'kerneldojo.judge' in sys.modules, "
+            "all(f'kerneldojo/{t}-v0' in gymnasium.registry for t in task_folders()), len(task_folders()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[:3] == ["0", "False", "True"] and int(out[3]) >= 30, out
+
+
+def test_a_broken_reference_fails_on_make_with_the_file_named(task_copy, monkeypatch):
+    import kerneldojo
+    from kerneldojo import tasks as task_library
+
+    _edit(task_copy, "def flops(", "def not_flops(", file="reference.py")
+    broken = load_task(task_copy)
+    monkeypatch.setitem(task_library._registry(), broken.id, broken)
+    with pytest.raises(TaskError, match=r"reference.py: must define flops"):
+        kerneldojo.make(broken.id, device="cpu")

@@ -48,6 +48,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kerneldojo.sandbox.protocol import MEMORY_CAP_BYTES, PROCESSES_CAP
+
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x10000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
@@ -59,9 +61,6 @@ SYS_MOUNT_SETATTR, AT_FDCWD, MOUNT_ATTR_RDONLY = 442, -100, 1
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 38, 24, 47, 4
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
-# Defaults, overridable per judge: Judge(limits={"memory": bytes, "processes": n}).
-MEMORY_CAP_BYTES = 16 << 30
-PROCESSES_CAP = 1024  # processes and threads: torch's and Triton's own threads count too
 HIDDEN_TMPFS = "size=1m,nr_inodes=4096,mode=755"
 
 _libc = ctypes.CDLL(None, use_errno=True)

@@ -50,6 +50,14 @@ COLLECTIVE_RUNS = 40  # a distributed task's ranks make the same calls: a fixed 
 PROFILED_CALLS = 10
 
 
+def guarded_here() -> dict[str, tuple[object, list[str]]]:
+    """What the tampering watch guards in this module: the harness's own references to what it imported
+    (patching the module they came from misses these) and its methods."""
+    module = sys.modules[__name__]
+    return {"kerneldojo.sandbox.worker.harness": (module, module_functions(module)),
+            "Solution": (Solution, ["run", "time", "_call_native", "_watched"])}
+
+
 class Solution:
     """A loaded submission, in this process (a `protocol.SubmissionHandle`): `run(inputs, shape, outputs)`
     returns its output tensors as a tuple.
@@ -70,9 +78,7 @@ class Solution:
         self._module_name: str | None = None
         # Taken before any submission code runs: what is alive and which functions are the real ones.
         self._forbidden = ForbiddenOps(task.spec.forbidden)
-        # The harness's own functions too: patching the module they came from misses these references.
-        self._tampering = Tampering({"kerneldojo.sandbox.worker.harness": (sys.modules[__name__], module_functions(
-            sys.modules[__name__])), "Solution": (Solution, ["run", "time", "_call_native", "_watched"])})
+        self._tampering = Tampering(guarded_here())
         self._threads, self._children = live_threads(), set(child_processes())
         self._tripwire = ReferenceTripwire(task.reference)
         if build.language in ("triton", "python"):
