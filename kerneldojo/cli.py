@@ -4,6 +4,7 @@ is done by the API (`kerneldojo.evaluate`), the linter, and `kerneldojo.batch`."
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -27,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--language", help=f"one of {', '.join(LANGUAGES)}; detected from the source when omitted")
     ev.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     ev.add_argument("--isolation", default="process", choices=["process", "docker", "none"],
-                    help="where the submission runs: a worker process (default), a container, or this process")
+                    help="where the submission runs: a worker process (default), a container (the image in "
+                    "KERNELDOJO_DOCKER_IMAGE, else a local one built without a registry), or this process")
     ev.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
     lint = commands.add_parser("lint", help="check task definitions and that their starters and baselines pass")
     lint.add_argument("tasks", nargs="*", help="default: all")
@@ -80,7 +82,13 @@ def cmd_eval(args) -> int:
         raise FileNotFoundError(f"no such file: {args.file}")
     from kerneldojo.judge import Judge
 
-    result = Judge(args.device, isolation=args.isolation).evaluate(task, args.file.read_text(), args.language)
+    docker = None
+    if args.isolation == "docker" and not os.environ.get("KERNELDOJO_DOCKER_IMAGE"):  # the local skeleton image
+        from kerneldojo.sandbox.docker_image import build_local_image, local_config
+
+        docker = local_config(build_local_image())
+    judge = Judge(args.device, isolation=args.isolation, docker=docker)
+    result = judge.evaluate(task, args.file.read_text(), args.language)
     print(result.model_dump_json(indent=2) if args.json else render_feedback(result))
     return 0 if result.status in ("ok", "compiled") else 1
 

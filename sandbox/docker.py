@@ -9,7 +9,8 @@ the worker:
   size-limited tmpfs at /tmp as the only writable place, a memory limit (swap included) and a
   process limit from the cgroup, all capabilities dropped, `no-new-privileges`, a non-root user,
   `docker-init` as PID 1, and optionally another OCI runtime such as gVisor's `runsc`;
-- on a GPU, exactly one device, by UUID (`device_requests`);
+- on a GPU, exactly one device: its device nodes and the driver's libraries (`sandbox.docker_gpu`), or,
+  with `gpu='toolkit'`, by UUID through the NVIDIA container toolkit;
 - the judge and the worker talk over a unix socket in a private folder bind-mounted at /kd: frames
   of a length and a pickle. Tensors cross by value (CUDA tensors through host memory), since no
   memory is shared with the judge. Requests are trusted; replies are not: they are unpickled with
@@ -31,6 +32,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import functools
 import os
 import queue
 import shutil
@@ -45,6 +47,7 @@ import torch
 
 from kerneldojo.tasks import Task
 
+from . import docker_gpu
 from .device import Device
 from .process import WorkerSolution, _Worker
 from .protocol import LIMITS_S, OUTPUT_TAIL_CHARS, Build, dumps, loads, recv_frame, send_frame
@@ -76,6 +79,11 @@ class DockerConfig:
     start_timeout_s: float = 120.0  # until the worker in a new container connects
     max_reply_bytes: int = 8 << 30  # a reply longer than this is refused, not allocated
     spare: bool = True  # start the next container while this one works
+    # How a GPU reaches the container: "devices" (its device nodes, and the driver's libraries where
+    # they lie outside the mounts: `sandbox.docker_gpu`, no toolkit needed) or "toolkit" (the NVIDIA
+    # container toolkit's device request).
+    gpu: str = dataclasses.field(default_factory=lambda: _env("KERNELDOJO_DOCKER_GPU", "devices"))
+    environment: tuple[tuple[str, str], ...] = ()  # more variables inside, e.g. PYTHONPATH of carried wheels
 
 
 class DockerSolution(WorkerSolution):
@@ -175,9 +183,19 @@ class _Container(_Worker):
         gpu = device.mode == "gpu"
         volumes = {str(self.scratch): {"bind": IO_MOUNT, "mode": "rw"}}
         volumes.update({host: {"bind": inside, "mode": "ro"} for host, inside in config.mounts})
+        environment = {"HOME": "/tmp", "TMPDIR": "/tmp", "USER": "sandbox", "PYTHONDONTWRITEBYTECODE": "1",
+                       "TRITON_CACHE_DIR": "/tmp/triton", **dict(config.environment)}
         extra = {}
-        if gpu:
+        if gpu and config.gpu == "toolkit":
             extra["device_requests"] = [DeviceRequest(device_ids=[_gpu_id(device)], capabilities=[["gpu"]])]
+            environment["NVIDIA_DRIVER_CAPABILITIES"] = "compute,utility"
+        elif gpu:  # exactly the judge's GPU: its node keeps the host's name (renamed, CUDA finds no GPU)
+            exposure = _gpu_exposure(device.torch_device.index or 0, tuple(host for host, _ in config.mounts))
+            extra["devices"] = list(exposure.devices)
+            if exposure.group_add:
+                extra["group_add"] = list(exposure.group_add)
+            volumes.update({host: {"bind": inside, "mode": "ro"} for host, inside in exposure.mounts})
+            environment.update(exposure.environment)
         if config.runtime:
             extra["runtime"] = config.runtime
         if config.cpus:
@@ -189,8 +207,7 @@ class _Container(_Worker):
                 tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={config.tmpfs_size}"},
                 mem_limit=config.mem_limit, memswap_limit=config.mem_limit, pids_limit=config.pids_limit,
                 cap_drop=["ALL"], security_opt=["no-new-privileges"], volumes=volumes, labels={LABEL: "worker"},
-                environment={"HOME": "/tmp", "TMPDIR": "/tmp", "USER": "sandbox", "PYTHONDONTWRITEBYTECODE": "1",
-                             "TRITON_CACHE_DIR": "/tmp/triton", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"},
+                environment=environment,
                 log_config=LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
                 **extra,
             )  # fmt: skip
@@ -297,6 +314,11 @@ class _ContainerState:
 
     def oom_killed(self) -> bool:
         return not self.is_alive() and bool(self._ended().get("OOMKilled"))
+
+
+@functools.cache
+def _gpu_exposure(index: int, visible: tuple[str, ...]) -> docker_gpu.GpuExposure:
+    return docker_gpu.expose(index, visible=visible)
 
 
 def _gpu_id(device: Device) -> str:

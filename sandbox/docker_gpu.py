@@ -8,15 +8,16 @@ compute container can be done with plain docker options, and this module works t
   cgroup open only those; no other GPU's node exists in there, so CUDA inside sees exactly one GPU,
   as device 0. The node keeps its host name (`/dev/nvidia3` stays `/dev/nvidia3`), as the toolkit
   does: the driver lists the GPUs with their minor numbers and libcuda opens `/dev/nvidia<minor>` by
-  that name, so a node renamed to `/dev/nvidia0` is not the GPU libcuda looks for (the renaming
-  probe of sandbox/engine/probe.sh checks this on a machine).
+  that name, so a node renamed to `/dev/nvidia0` is not the GPU libcuda looks for (on the lent H100,
+  /dev/nvidia0 given as /dev/nvidia1 left torch with "No CUDA GPUs are available": sandbox/engine/probe.sh).
 - **the driver's user-space libraries** (libcuda, libnvidia-ml, libnvidia-ptxjitcompiler,
   libnvidia-nvvm, ...), read-only at their host paths. The skeleton image (`sandbox.docker_image`)
   mounts the host's /usr and carries the host's /etc/ld.so.cache, so a driver installed under /usr
   (/usr/lib/x86_64-linux-gnu, /usr/local/nvidia/lib64) is visible already; `driver_mounts` returns
   only what lies outside the folders given as visible.
 - **environment**: `TRITON_LIBCUDA_PATH`, since Triton looks libcuda up with `/sbin/ldconfig -p` and the
-  skeleton image has no /sbin/ldconfig; `LD_LIBRARY_PATH` where the host finds the driver only
+  skeleton image has no /sbin/ldconfig (without it Triton fails with FileNotFoundError: '/sbin/ldconfig'
+  at its first kernel); `LD_LIBRARY_PATH` where the host finds the driver only
   through its own LD_LIBRARY_PATH (the container's environment is set from scratch).
 
 Which node belongs to the judge's GPU: `minor_number(torch_index)` goes from torch's index (which

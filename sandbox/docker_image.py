@@ -64,6 +64,8 @@ def host_mounts() -> tuple[tuple[str, str], ...]:
               and not Path("/", d).is_symlink()]
     paths += [Path(sys.base_prefix), Path(sys.prefix)]
     paths += [Path(importlib.import_module(name).__file__).parent for name in _PACKAGES]
+    # Packages the judge's environment adds (carried wheels on PYTHONPATH, for instance).
+    paths += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).is_dir()]
     paths = sorted({p.resolve() for p in paths}, key=lambda p: len(p.parts))
     kept: list[Path] = []
     for p in paths:  # a folder inside one already mounted needs no mount of its own
@@ -90,7 +92,9 @@ def build_local_image(tag: str = LOCAL_TAG, force: bool = False, client=None) ->
 
 def local_config(tag: str = LOCAL_TAG, **overrides) -> DockerConfig:
     """The `DockerConfig` for the local image: this interpreter, its packages mounted read-only."""
-    settings = {"image": tag, "python": sys.executable, "mounts": host_mounts(), "user": f"{SANDBOX_UID}:{SANDBOX_UID}"}
+    environment = (("PYTHONPATH", os.environ["PYTHONPATH"]),) if os.environ.get("PYTHONPATH") else ()
+    settings = {"image": tag, "python": sys.executable, "mounts": host_mounts(), "user": f"{SANDBOX_UID}:{SANDBOX_UID}",
+                "environment": environment}
     return DockerConfig(**{**settings, **overrides})
 
 

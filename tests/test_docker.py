@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 import submissions as subs
@@ -25,6 +26,7 @@ from kerneldojo.result import TimeStats
 from kerneldojo.sandbox import docker as docker_backend
 from kerneldojo.sandbox import protocol
 
+ROOT = Path(__file__).resolve().parents[1]
 LIMITS = {"load": 180, "compile": 0, "run": 10}
 MEMORY = "1536m"
 PIDS = 128
@@ -253,3 +255,46 @@ def test_a_reply_may_name_no_class():
     bad_view = ("tensor", b"\0" * 8, "float32", 0, (100,), (1,), False)
     with pytest.raises(Exception, match=r"out of bounds|storage"):
         protocol._Unpickler(b"", torch.device("cpu"), None).persistent_load(bad_view)
+
+
+# ---------------------------------------------------------------------------------------------
+# On a GPU: the container gets exactly the judge's GPU (device nodes, no toolkit), faults stay in it.
+
+FORK_BOMB = ("import os, time\n\ndef solution(x, y):\n    while True:\n        if os.fork() == 0:\n"
+             "            time.sleep(600)\n            os._exit(0)\n")
+OUTPUT_FLOOD = "import sys\n\ndef solution(x, y):\n    while True:\n        sys.stdout.write('x' * 65536)\n"
+GPU_HOARD = ("import torch\n\ndef solution(x, y):\n    hoard = []\n    while True:\n"
+             "        hoard.append(torch.empty(1 << 30, dtype=torch.uint8, device=x.device))\n")
+
+
+@pytest.fixture(scope="module")
+def gpu_judge(docker_client):
+    from kerneldojo.sandbox.docker_image import build_local_image, local_config
+
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    config = local_config(build_local_image(client=docker_client), mem_limit="8g", pids_limit=PIDS, tmpfs_size="1g")
+    return Judge("cuda", isolation="docker", docker=config, limits={"run": 30, "compile": 60, "load": 120},
+                 timed=False)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("source", "language", "status"), [
+    (subs.VECTOR_ADD_CUDA_ILLEGAL_ADDRESS, "cuda", "runtime_error"), (subs.VECTOR_ADD_CUDA_HANG, "cuda", "timeout"),
+    (GPU_HOARD, "python", "runtime_error"), (FORK_BOMB, "python", ("runtime_error", "timeout")),
+    (OUTPUT_FLOOD, "python", "runtime_error")], ids=["illegal_address", "hang", "gpu_oom", "fork_bomb", "output_flood"])
+def test_gpu_faults_through_docker_are_contained(gpu_judge, source, language, status):
+    result = gpu_judge.evaluate("vector_add", source, language)
+    assert result.status in ((status,) if isinstance(status, str) else status), result.messages
+    honest = gpu_judge.evaluate("vector_add", subs.VECTOR_ADD_CUDA, "cuda")
+    assert honest.status == "ok", honest.messages  # a fresh container, a fresh CUDA context
+
+
+@pytest.mark.gpu
+def test_softmax_is_timed_through_docker_on_the_gpu(docker_client):
+    from kerneldojo.sandbox.docker_image import build_local_image, local_config
+
+    config = local_config(build_local_image(client=docker_client))
+    result = Judge("cuda", isolation="docker", docker=config).evaluate(
+        "softmax", (ROOT / "baselines" / "softmax" / "triton.py").read_text(), "triton")
+    assert result.status == "ok" and result.timed and result.speedup, result.messages

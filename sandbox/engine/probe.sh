@@ -4,8 +4,8 @@
 #
 #     device run, carry [".engine", ".whl"]:   bash sandbox/engine/probe.sh
 #
-# Steps: the machine's facts; the carried wheels (the docker SDK) into /tmp/site; kerneldojo made
-# importable (/tmp/kd-pkg, after pyproject's package-dir, where it is not installed); the engine
+# Steps: the machine's facts; the carried wheels (the docker SDK) into /tmp/site; this checkout's
+# kerneldojo made importable (/tmp/kd-pkg, after pyproject's package-dir); the engine
 # (start-engine.sh); the skeleton image (`python3 -m kerneldojo.sandbox.docker_image`); then
 # containers with the backend's confinement (read-only root, tmpfs /tmp, network none, cap-drop
 # ALL, no-new-privileges, user 65534, docker-init, memory and pids limits) and the GPU given by
@@ -65,12 +65,10 @@ else
     echo "no .whl/*.whl here (carry .whl); going on with what is installed"
 fi
 
-say "kerneldojo importable"
-if $PYTHON -c "import kerneldojo.sandbox.docker_gpu" 2>/dev/null; then
-    echo "kerneldojo imports as installed: $($PYTHON -c 'import kerneldojo; print(kerneldojo.__file__)')"
-else
-    # Not installed here: the import package after pyproject's package-dir, in /tmp/kd-pkg.
-    $PYTHON - <<'PY'
+say "kerneldojo importable (this checkout's code)"
+# The import package after pyproject's package-dir, in /tmp/kd-pkg, first on PYTHONPATH: the checkout
+# is what runs, also where .whl holds a kerneldojo wheel or one is installed.
+$PYTHON - <<'PY'
 import os, pathlib, shutil, tomllib
 repo = pathlib.Path.cwd()
 dirs = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
@@ -89,15 +87,14 @@ for name, folder in sorted(dirs.items(), key=lambda item: item[0].count(".")):
         print("cannot link", name, "->", folder, "(not inside its parent's folder)")
         continue
     link.symlink_to(repo / folder)
-print("link farm", shim, sorted(os.listdir(shim)))
+print("package folder", shim, sorted(os.listdir(shim)))
 PY
-    export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}/tmp/kd-pkg
-    # From the checkout's root, `python -c`/`-m` would put the current folder first, and its
-    # kerneldojo/ (the root package alone) would hide /tmp/kd-pkg's: Python 3.11+ leaves it out.
-    export PYTHONSAFEPATH=1
-    $PYTHON -c "import kerneldojo.sandbox.docker_gpu; print('kerneldojo imports from', kerneldojo.__file__)" \
-        || echo "FAIL: kerneldojo does not import (see above)"
-fi
+export PYTHONPATH=/tmp/kd-pkg${PYTHONPATH:+:$PYTHONPATH}
+# From the checkout's root, `python -c`/`-m` would put the current folder first, and its kerneldojo/
+# (the root package alone) would hide /tmp/kd-pkg's: Python 3.11+ leaves it out.
+export PYTHONSAFEPATH=1
+$PYTHON -c "import kerneldojo.sandbox.docker_gpu; print('kerneldojo imports from', kerneldojo.__file__)" \
+    || echo "FAIL: kerneldojo does not import (see above)"
 echo "PYTHONPATH=${PYTHONPATH:-}"
 
 say "engine: bash sandbox/engine/start-engine.sh"
@@ -327,7 +324,7 @@ def last_line(output: str) -> str:
 if gpu and exposure is not None:
     r = run("gpu", TORCH_LINE)
     if r:
-        ok = r[0] == 0 and last_line(r[1]).startswith("True") and last_line(r[1]).endswith("16.0")
+        ok = r[0] == 0 and last_line(r[1]).startswith("True") and last_line(r[1]).endswith(" 8.0")
         record("gpu (torch one-liner)", "OK" if ok else "FAIL", f"exit {r[0]}: {last_line(r[1])}")
     r = run("gpu-extras", "import sys; sys.argv[1:] = ['torch', 'nvml', 'kerneldojo', 'triton']; " + RUN_FILE,
             env={"KD_PROBE_SRC": EXTRAS})
@@ -336,20 +333,19 @@ if gpu and exposure is not None:
             if line.startswith(("EXTRA-OK", "EXTRA-FAIL")):
                 status, _, rest = line.partition(" ")
                 record(f"gpu-extras {rest.split(':')[0]}", "OK" if status == "EXTRA-OK" else "FAIL", rest.split(":", 1)[1].strip())
-        if "EXTRA-" not in r[1]:
+        if not any(line.startswith(("EXTRA-OK", "EXTRA-FAIL")) for line in r[1].splitlines()):
             record("gpu-extras", "FAIL", f"exit {r[0]}: {last_line(r[1])}")
     r = run("gpu-renamed", f"import sys\ntry:\n    {TORCH_LINE}\nexcept Exception as e:\n    print('ERROR', type(e).__name__, e)",
             renamed=True)
     if r:
-        works = r[0] == 0 and "True" in last_line(r[1]) and last_line(r[1]).endswith("16.0")
+        works = r[0] == 0 and last_line(r[1]).startswith("True") and last_line(r[1]).endswith(" 8.0")
         record(f"gpu-renamed (/dev/nvidia{exposure.minor} as /dev/nvidia{exposure.minor + 1})", "WORKS" if works else "NO",
                f"exit {r[0]}: {last_line(r[1])}")
     r = run("triton-nopath", "import sys; sys.argv[1:] = ['triton']; " + RUN_FILE, env={"KD_PROBE_SRC": EXTRAS},
             drop_env=("TRITON_LIBCUDA_PATH",))
     if r:
-        ok = "EXTRA-OK" in r[1]
-        record("triton without TRITON_LIBCUDA_PATH", "WORKS" if ok else "NO",
-               next((l for l in r[1].splitlines() if l.startswith("EXTRA-")), last_line(r[1])))
+        verdict = next((l for l in r[1].splitlines() if l.startswith(("EXTRA-OK", "EXTRA-FAIL"))), last_line(r[1]))
+        record("triton without TRITON_LIBCUDA_PATH", "WORKS" if verdict.startswith("EXTRA-OK") else "NO", verdict)
 
 r = run("no-gpu", "import torch, kerneldojo.sandbox.docker as d; print('kerneldojo from', d.__file__); "
         "print('cuda available:', torch.cuda.is_available())", with_gpu=False)
