@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("file", type=Path)
     ev.add_argument("--language", help=f"one of {', '.join(LANGUAGES)}; detected from the source when omitted")
     ev.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    ev.add_argument("--isolation", default="process", choices=["process", "docker", "none"],
+    ev.add_argument("--isolation", default="process",  # checked against the backend table by the Judge
                     help="where the submission runs: a worker process (default), a container (the image in "
                     "KERNELDOJO_DOCKER_IMAGE, else a local one built without a registry), or this process")
     ev.add_argument("--json", action="store_true", help="print the EvalResult as JSON")

@@ -129,7 +129,7 @@ class SubmissionHandle(Protocol):
 # Plain `pickle.loads` would run any callable the worker names, inside the judge.
 REPLY_MODELS = (result_models.TimeStats, result_models.ProfileStats, result_models.KernelRecord)
 REPLY_DATACLASSES = (TimedRuns,)
-REPLY_GLOBALS = {
+REPLY_GLOBALS: dict[str, set[str]] = {
     "torch.multiprocessing.reductions": {"rebuild_storage_fd", "rebuild_storage_filename", "rebuild_tensor",
                                          "rebuild_typed_storage", "rebuild_cuda_tensor", "rebuild_storage_empty",
                                          "rebuild_typed_storage_child"},
@@ -138,9 +138,9 @@ REPLY_GLOBALS = {
     "multiprocessing.resource_sharer": {"DupFd"},
     "builtins": {"set", "frozenset", "slice", "complex"},
     "collections": {"OrderedDict"},
-    **{cls.__module__: {c.__name__ for c in (*REPLY_MODELS, *REPLY_DATACLASSES) if c.__module__ == cls.__module__}
-       for cls in (*REPLY_MODELS, *REPLY_DATACLASSES)},
 }
+for _cls in (*REPLY_MODELS, *REPLY_DATACLASSES):
+    REPLY_GLOBALS.setdefault(_cls.__module__, set()).add(_cls.__name__)
 
 
 class _ReplyUnpickler(pickle.Unpickler):
