@@ -18,6 +18,8 @@ MESSAGES = {
     "same_output": "the outputs were identical for different inputs ({detail}); the result must depend on the inputs",
     "below_floor": "{detail} is under the physical floor for this work on this GPU; the timing cannot be real",
     "vendor_kernel": "library kernels ran ({detail}), which this task forbids; write the kernel yourself",
+    "no_kernel": "no kernel ran in the timed calls ({detail}): the work was done on the host or not at all; "
+                 "do it in your own kernel",
     "decoy_kernel": "{detail} of the GPU time was spent in kernels the submission did not compile",
     "unsynchronized_stream": "{detail}: work on another stream was not joined to the caller's stream before "
     "returning; make the caller's stream wait for it (an event, or synchronize)",

@@ -46,6 +46,9 @@ def _check_structure(i: int, got, expected: torch.Tensor, case: str) -> None:
         if getattr(got, attribute) != getattr(expected, attribute):
             have, want = getattr(got, attribute), getattr(expected, attribute)
             raise WrongOutput(f"{where} has {attribute} {have}, expected {want}")
+    if expected.is_contiguous() and not got.is_contiguous():  # a caller indexes it as the reference's layout
+        raise WrongOutput(f"{where} has strides {got.stride()}, expected a contiguous tensor with strides "
+                          f"{expected.stride()}; return it contiguous (your kernel writes it row-major)")
 
 
 def _compare_values(i: int, got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, case: str) -> float:
@@ -83,11 +86,21 @@ def _compare_values(i: int, got: torch.Tensor, expected: torch.Tensor, tol: Tole
 
 
 def check_no_aliasing(got: tuple, inputs: tuple[torch.Tensor, ...], case: str) -> None:
-    """An output that shares memory with an input is a view, not a result (and breaks in-place callers)."""
-    input_storages = {t.untyped_storage().data_ptr() for t in inputs if t.numel()}
+    """An output that shares memory with an input is a view, not a result (and breaks in-place callers).
+    Decided by address ranges, not by storage identity: a second mapping or a `from_blob` of an input's
+    memory is a different storage over the same bytes."""
+    spans = [_span(t) for t in inputs if t.numel()]
     for i, g in enumerate(got):
-        if isinstance(g, torch.Tensor) and g.numel() and g.untyped_storage().data_ptr() in input_storages:
-            raise WrongOutput(f"{case}: output {i} shares memory with an input; return a new tensor")
+        if isinstance(g, torch.Tensor) and g.numel():
+            start, end = _span(g)
+            if any(start < e and s < end for s, e in spans):
+                raise WrongOutput(f"{case}: output {i} shares memory with an input; return a new tensor")
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """The bytes of `t`'s storage: any view into it overlaps this range."""
+    storage = t.untyped_storage()
+    return storage.data_ptr(), storage.data_ptr() + max(storage.nbytes(), 1)
 
 
 def check_inputs_unchanged(before: tuple[torch.Tensor, ...], after: tuple[torch.Tensor, ...], case: str) -> None:

@@ -56,7 +56,7 @@ FLOOR_SLACK = 0.5
 UNSYNCED_SLACK = 1.25
 # Below this share of GPU time in the submission's own kernels, something else did the work.
 MIN_OWN_SHARE = 0.1
-# Tasks that forbid any of these do their own math: cuBLAS, cuDNN or flash kernels may not run.
+# Unless a task allows one of these, cuBLAS, cuDNN or flash kernels may not run in its submissions.
 LIBRARY_OPS = frozenset({"aten.mm", "aten.bmm", "aten.addmm", "aten.matmul", "aten._scaled_mm", "aten._int_mm",
                          "aten.scaled_dot_product_attention", "aten._scaled_dot_product_flash_attention"})
 
@@ -363,9 +363,11 @@ def _check_timing(task: Task, timing: CaseTiming, sheet_floor_ms: float | None) 
         fired["unsynchronized_stream"] = message("unsynchronized_stream", detail)
     if profile:
         vendor = [k.name[:60] for k in profile.kernels if k.vendor]
-        if vendor and LIBRARY_OPS & set(task.spec.forbidden):
+        if vendor and not LIBRARY_OPS & task.allowed_ops:
             fired["vendor_kernel"] = message("vendor_kernel", "; ".join(vendor[:3]))
-        if profile.own_share is not None and profile.own_share < MIN_OWN_SHARE:
+        if profile.own_share is None:  # copies at most: host compute, or a cached answer
+            fired["no_kernel"] = message("no_kernel", timing.case)
+        elif profile.own_share < MIN_OWN_SHARE:
             fired["decoy_kernel"] = message("decoy_kernel", f"{1 - profile.own_share:.0%}")
     if fired:
         raise Flagged(fired)

@@ -34,7 +34,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import queue
 import shutil
 import socket
 import tempfile
@@ -48,9 +47,10 @@ import torch
 from kerneldojo.tasks import Task
 
 from . import docker_gpu
+from .channel import Channel
 from .device import Device
 from .process import WorkerSolution, _Worker
-from .protocol import LIMITS_S, OUTPUT_TAIL_CHARS, Build, dumps, loads, recv_frame, send_frame
+from .protocol import LIMITS_S, OUTPUT_TAIL_CHARS, Build
 from .worker.container import IO_MOUNT, SOCKET_NAME
 
 LABEL = "kerneldojo.sandbox"
@@ -77,7 +77,6 @@ class DockerConfig:
     # CPU image (`sandbox.docker_image`) mounts the host's Python and this checkout.
     mounts: tuple[tuple[str, str], ...] = ()
     start_timeout_s: float = 120.0  # until the worker in a new container connects
-    max_reply_bytes: int = 8 << 30  # a reply longer than this is refused, not allocated
     spare: bool = True  # start the next container while this one works
     # How a GPU reaches the container: "devices" (its device nodes, and the driver's libraries where
     # they lie outside the mounts: `sandbox.docker_gpu`, no toolkit needed) or "toolkit" (the NVIDIA
@@ -97,61 +96,7 @@ class DockerSolution(WorkerSolution):
         self.limits = {**LIMITS_S, **(limits or {})}
         self._shapes_run: set[tuple] = set()
         self._worker = _take_container(device, config or DockerConfig())
-        self._call("load", task.id, build)  # the build's files travel inside the request (`protocol.dumps`)
-
-
-class _Channel:
-    """The judge's end: `put` and `get(timeout)` like the process backend's queues.
-
-    A writer thread sends (a worker that stops reading cannot block the judge past its limit) and a
-    reader thread receives and decodes, so that a reply dripped in slowly cannot either. EOF, a
-    malformed reply or an oversized one closes the channel; the worker then counts as dead.
-    """
-
-    def __init__(self, sock: socket.socket, device: torch.device, max_reply_bytes: int):
-        self.sock, self.device, self.max_reply_bytes = sock, device, max_reply_bytes
-        self.inbox: queue.Queue = queue.Queue()
-        self.outbox: queue.Queue = queue.Queue()
-        self.closed = threading.Event()
-        self.error: str | None = None
-        threading.Thread(target=self._read, daemon=True, name="kerneldojo-docker-read").start()
-        threading.Thread(target=self._write, daemon=True, name="kerneldojo-docker-write").start()
-
-    def put(self, item) -> None:
-        self.outbox.put(dumps(item))  # pickled now: later changes to the judge's tensors do not travel
-
-    def get(self, timeout: float):
-        try:
-            return self.inbox.get(timeout=timeout)
-        except queue.Empty:
-            if self.closed.is_set():
-                raise queue.Empty from None  # the caller asks is_alive() next
-            raise
-
-    def close(self) -> None:
-        self.closed.set()
-        self.outbox.put(None)
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-
-    def _read(self) -> None:
-        try:
-            while True:
-                data = recv_frame(self.sock, self.max_reply_bytes)
-                self.inbox.put(loads(data, self.device))
-        except (EOFError, OSError):
-            pass
-        except Exception as e:  # a forged or broken reply; nothing in it was executed
-            self.error = f"the worker sent a malformed reply ({type(e).__name__}: {e}); it was stopped"
-        self.closed.set()
-
-    def _write(self) -> None:
-        while (data := self.outbox.get()) is not None:
-            try:
-                send_frame(self.sock, data)
-            except OSError:
-                return
+        self._load(task, build)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,7 +181,7 @@ class _Container(_Worker):
                                        f"{self.config.start_timeout_s:g} s; its output:\n{logs}") from None
                 continue
             sock.settimeout(None)
-            self.channel = _Channel(sock, self.device, self.config.max_reply_bytes)
+            self.channel = Channel(sock, self.device)
         self.requests = self.replies = self.channel
         self.listener.close()
 
@@ -248,8 +193,6 @@ class _Container(_Worker):
 
     def _tail_note(self) -> str:
         notes = []
-        if self.channel is not None and self.channel.error:
-            notes.append(self.channel.error)
         if self.process.oom_killed():
             notes.append(f"the container ran out of memory (its limit is {self.config.mem_limit})")
         tail = super()._tail_note()

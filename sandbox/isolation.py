@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import multiprocessing.util
 import os
 import signal
 import sys
@@ -198,8 +197,8 @@ def plan(scratch: Path, gpu: bool, control, cgroup: Cgroup) -> Plan:
             keep_ro += list(getattr(module, "__path__", []) or [])
     keep_ro += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
     keep_ro += [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
-    # The judge's multiprocessing folder holds the sockets through which it hands CPU tensors over.
-    keep_rw = [str(scratch), multiprocessing.util.get_temp_dir()]
+    # The scratch folder only: nothing the judge or another worker reads is writable here.
+    keep_rw = [str(scratch)]
     real = (lambda p: os.path.realpath(p))  # noqa: E731
     hide = sorted({real(p) for p in top if p and os.path.isdir(p)}, key=len)
     keep_ro = sorted({real(p) for p in keep_ro if os.path.exists(p)} - {"/"}, key=len)

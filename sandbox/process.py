@@ -22,11 +22,13 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import contextlib
-import dataclasses
+import math
 import os
 import queue
+import secrets
 import shutil
 import signal
+import socket
 import tempfile
 import threading
 import time
@@ -40,6 +42,7 @@ from kerneldojo.result import TimeStats
 from kerneldojo.tasks import Task
 
 from . import isolation
+from .channel import Channel
 from .device import Device
 from .protocol import (
     LIMITS_S,
@@ -48,13 +51,14 @@ from .protocol import (
     PROCESSES_CAP,
     REFERENCE_KINDS,
     Build,
-    PipeReplies,
     SubmissionError,
     SubmissionTimeout,
     TimedRuns,
+    capped,
+    reply_cap,
     unwrap_reply,
 )  # fmt: skip
-from .worker.loop import serve
+from .worker.loop import serve_socket
 
 
 class WorkerSolution:
@@ -64,17 +68,29 @@ class WorkerSolution:
         self.limits = {**LIMITS_S, **(limits or {})}
         self._shapes_run: set[tuple] = set()
         self._worker = _take_worker(device, self.limits)
-        self._call("load", task.id, self._worker.stage(build))
+        self._load(task, build)
         # What the worker could set up around itself (namespaces, limits), for the judge to log.
         self.protections = self._worker.protections()
+
+    def _load(self, task: Task, build: Build) -> None:
+        """The build's files travel inside the request (`protocol.dumps`): the worker sees no build cache."""
+        try:
+            self._call("load", task.id, build)
+        except BaseException:  # a submission that fails at import takes its worker with it
+            self._worker.stop()
+            raise
 
     @property
     def flags(self) -> dict[str, str]:
         """The worker's checks, asked last: a reply still queued after this one was forged."""
         flags = self._call("flags")
+        if not (isinstance(flags, dict) and all(isinstance(k, str) for k in flags)):
+            detail = f"the flags reply was a {type(flags).__name__}"
+            raise Flagged({"timing_channel": message("timing_channel", detail)})
+        flags = {name[:100]: capped(text) for name, text in list(flags.items())[:50]}
         with contextlib.suppress(queue.Empty):
-            sequence, _, _ = self._worker.replies.get(timeout=0.05)
-            flags["timing_channel"] = message("timing_channel", f"an extra reply to request {sequence} was queued")
+            self._worker.replies.get(timeout=0.05)
+            flags["timing_channel"] = message("timing_channel", "an extra reply was queued after the last request")
         return flags
 
     def run(self, inputs: tuple, shape: dict, outputs: tuple, watch: bool = True) -> tuple:
@@ -82,16 +98,17 @@ class WorkerSolution:
         key = tuple(sorted(shape.items()))
         limit = self.limits["run"] + (0 if key in self._shapes_run else self.limits["compile"])
         self._shapes_run.add(key)
-        got = self._worker.call("run", (inputs, shape, outputs, watch), limit)
-        # Copies owned by the judge: the worker frees its memory, and cannot change them later.
-        return tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in (outputs if got is None else got))
+        specs = [(tuple(t.shape), t.dtype) for t in outputs]
+        got = self._worker.call("run", (inputs, shape, outputs, watch), limit, reply_cap(_nbytes(specs)))
+        return _owned(outputs if got is None else got, specs)
 
     def time(self, shape: dict, seeds: list[int], output_specs: list, l2_bytes: int, budget_s: float) -> TimedRuns:
-        timed = self._call("time", shape, seeds, output_specs, l2_bytes, budget_s)
-        if not isinstance(timed, TimedRuns):  # the harness always sends one: something else answered
+        timed = self._worker.call("time", (shape, seeds, output_specs, l2_bytes, budget_s), self.limits["time"],
+                                  reply_cap(len(seeds) * _nbytes(output_specs)))  # fmt: skip
+        if not isinstance(timed, TimedRuns) or not isinstance(timed.outputs, list):  # something else answered
             detail = f"the timing reply was a {type(timed).__name__}"
             raise Flagged({"timing_channel": message("timing_channel", detail)})
-        timed.outputs = [tuple(t.clone() for t in outputs) for outputs in timed.outputs]
+        timed.outputs = [_owned(outputs, output_specs) for outputs in timed.outputs]
         return timed
 
     def join(self, rank: int, memory) -> None:
@@ -103,6 +120,19 @@ class WorkerSolution:
 
     def _call(self, op: str, *args):
         return self._worker.call(op, args, self.limits[op])
+
+
+def _nbytes(specs: list) -> int:
+    return sum(math.prod(shape) * dtype.itemsize for shape, dtype in specs)
+
+
+def _owned(got, specs: list) -> tuple:
+    """Copies owned by the judge (the worker frees its memory and cannot change them later), made only of
+    outputs shaped as expected: anything else goes uncopied to the comparison, which rejects it."""
+    if not isinstance(got, (tuple, list)):
+        return got
+    return tuple(t.clone() if isinstance(t, torch.Tensor) and i < len(specs) and (tuple(t.shape), t.dtype) ==
+                 (tuple(specs[i][0]), specs[i][1]) else t for i, t in enumerate(got))  # fmt: skip
 
 
 def time_reference_in_worker(device: Device, task: Task | str, shape: dict, kind: str, sets: int, l2_bytes: int,
@@ -143,53 +173,46 @@ class _Worker:
         control, worker_control = ctx.Pipe()
         self.handle = isolation.WorkerHandle(control)
         plan = isolation.plan(self.scratch, device.mode == "gpu", worker_control, self.cgroup)
-        self.requests, (receiving, sending) = ctx.Queue(), ctx.Pipe(duplex=False)
-        self.replies = PipeReplies(receiving, sending)
+        judge_end, worker_end = socket.socketpair()
+        self.requests = self.replies = Channel(judge_end, device.torch_device, cuda_ipc=device.mode == "gpu")
         self.sequence = 0
         device_spec = str(device.torch_device) if device.mode == "gpu" else "cpu"
-        self.process = ctx.Process(
-            target=serve, args=(self.requests, self.replies, device_spec, str(self.scratch)),
-            kwargs={"plan": plan}, daemon=True,
-        )
+        self.process = ctx.Process(target=serve_socket, args=(worker_end, device_spec, str(self.scratch)),
+                                   kwargs={"plan": plan}, daemon=True)
+        # No secret of the judge's goes along: multiprocessing's authkey opens the judge's own listeners.
+        self.process.authkey = secrets.token_bytes(32)
         _spawner.submit(self.process.start).result()
         worker_control.close()
-
-    def stage(self, build: Build) -> Build:
-        """Copy the build into the scratch folder: the worker sees neither the build cache nor other builds."""
-        folder = self.scratch / "build"
-        folder.mkdir(exist_ok=True)
-        source = folder / build.source_path.name
-        if build.source_path.exists():
-            shutil.copyfile(build.source_path, source)
-        libraries = {}
-        for dtype, library in build.libraries.items():
-            (folder / dtype).mkdir(exist_ok=True)
-            libraries[dtype] = shutil.copyfile(library, folder / dtype / library.name)
-        return dataclasses.replace(build, source_path=source, libraries=libraries)
+        worker_end.close()
 
     def protections(self) -> dict:
         return self.handle.protections()
 
-    def call(self, op: str, args: tuple, limit_s: float):
+    def call(self, op: str, args: tuple, limit_s: float, max_reply_bytes: int | None = None):
+        """Send a request; its reply, read within `limit_s` and `max_reply_bytes` whatever the worker does."""
         self.sequence += 1
-        self.requests.put((self.sequence, op, args))
+        self.requests.put((self.sequence, op, args), max_reply_bytes)
         deadline = time.monotonic() + limit_s
         while True:
             try:
-                sequence, kind, payload = self.replies.get(timeout=0.1)
+                reply = self.replies.get(timeout=0.1)
                 break
             except queue.Empty:
-                if not self.process.is_alive():
+                if self.replies.closed.is_set() or not self.process.is_alive():
+                    self._kill()
                     tail = self._tail_note()
                     self.stop()
-                    raise SubmissionError(f"the worker process died ({_describe_exit(self.process.exitcode)}) "
-                                          f"during {op}{tail}") from None
+                    how = self.replies.error or f"the worker process died ({_describe_exit(self.process.exitcode)})"
+                    raise SubmissionError(f"{how} during {op}{tail}") from None
                 if time.monotonic() > deadline:
                     self._kill()
                     tail = self._tail_note()
                     self.stop()
                     raise SubmissionTimeout(f"{op} ran past its {limit_s:g} s limit; the worker was killed{tail}"
                                             ) from None
+        if not (isinstance(reply, tuple) and len(reply) == 3):
+            raise Flagged({"timing_channel": message("timing_channel", f"a reply of the form {type(reply).__name__}")})
+        sequence, kind, payload = reply
         if sequence != self.sequence:  # a second reply to an earlier request: someone else wrote one
             detail = f"a reply to request {sequence} came while request {self.sequence} ({op}) was pending"
             raise Flagged({"timing_channel": message("timing_channel", detail)})
@@ -210,6 +233,7 @@ class _Worker:
 
     def stop(self) -> None:
         self._kill()
+        self.replies.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def _kill(self) -> None:

@@ -2,25 +2,26 @@
 
 Both sides import this module and nothing else defines a message. A request is `(sequence, op, args)`;
 a reply is `(sequence, kind, payload)`. Requests come from the judge and are trusted. Replies come from
-a process that ran untrusted code: they are decoded with an allowlist of types (`REPLY_TYPES`), so that
-decoding one never runs a callable the worker named, and a reply of any other kind or to any other
-request is a forgery (`Flagged`, check `timing_channel`).
+a process that ran untrusted code, and a reply of any other kind or to any other request is a forgery
+(`Flagged`, check `timing_channel`).
 
-Two encodings carry the same messages:
-
-- the process backend pickles over a pipe, tensors by reference (shared memory on the CPU, CUDA IPC
-  on the GPU); `load_reply` decodes with `REPLY_GLOBALS`;
-- the docker backend shares no memory with the judge: `dumps`/`loads` send tensors, result models and
-  the reply dataclasses by value as plain records, so a reply names no class at all (`recv_frame` caps
-  a frame's length before allocating it).
+One encoding for both backends, over one socket per worker: frames of a length and a pickle in which a
+reply names no class at all. Tensors, result models and the reply dataclasses travel as plain records
+that the judge rebuilds and validates itself (`loads`): CPU tensors by value; CUDA tensors by value
+(docker) or by CUDA IPC handle (a process worker on the judge's host), a view never holding more
+elements than its storage. `recv_frame` refuses a frame longer than the caller allows before allocating
+it, and the judge allows what the reply may hold (`reply_cap`). Nothing the judge listens on unpickles
+with classes, and no worker holds a secret of the judge's (multiprocessing's authkey included).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import io
+import math
+import os
 import pickle
-import queue
+import re
 import socket
 import struct
 from collections.abc import Callable
@@ -50,6 +51,8 @@ REFERENCE_KINDS = ("eager", "compiled")
 MEMORY_CAP_BYTES = 16 << 30
 PROCESSES_CAP = 1024
 OUTPUT_TAIL_CHARS = 2000  # of what the submission printed, quoted in a failure's message
+MESSAGE_CAP_CHARS = 8000  # of an error's text or a check's message kept from a worker
+REPLY_OVERHEAD_BYTES = 4 << 20  # a reply's bytes beyond the tensors it may carry (records, messages)
 
 
 class SubmissionError(Exception):
@@ -79,8 +82,21 @@ def unwrap_reply(kind: str, payload):
     if kind == "ok":
         return payload
     if kind in REPLY_ERRORS:
-        raise REPLY_ERRORS[kind](payload)
+        raise REPLY_ERRORS[kind](capped(payload))
     raise Flagged({"timing_channel": message("timing_channel", f"a reply of unknown kind {kind!r}")})
+
+
+def capped(text) -> str:
+    """A worker's text as the judge keeps it: at most MESSAGE_CAP_CHARS, saying so when cut."""
+    text = text if isinstance(text, str) else repr(text)[:MESSAGE_CAP_CHARS]
+    if len(text) <= MESSAGE_CAP_CHARS:
+        return text
+    return f"{text[:MESSAGE_CAP_CHARS]}\n[... {len(text) - MESSAGE_CAP_CHARS} more characters cut]"
+
+
+def reply_cap(tensors_bytes: int = 0) -> int:
+    """The longest reply the judge reads when the reply may carry `tensors_bytes` of tensors."""
+    return tensors_bytes + REPLY_OVERHEAD_BYTES
 
 
 @dataclass(frozen=True)
@@ -123,69 +139,31 @@ class SubmissionHandle(Protocol):
         """Release the submission (end its worker); the handle is not used again."""
 
 
-# -- the process backend's encoding: pickles, tensors by reference ----------------------------------
-
-# What a reply may contain: tensors (by shared memory or CUDA IPC), the result records, plain data.
-# Plain `pickle.loads` would run any callable the worker names, inside the judge.
-REPLY_MODELS = (result_models.TimeStats, result_models.ProfileStats, result_models.KernelRecord)
-REPLY_DATACLASSES = (TimedRuns,)
-REPLY_GLOBALS: dict[str, set[str]] = {
-    "torch.multiprocessing.reductions": {"rebuild_storage_fd", "rebuild_storage_filename", "rebuild_tensor",
-                                         "rebuild_typed_storage", "rebuild_cuda_tensor", "rebuild_storage_empty",
-                                         "rebuild_typed_storage_child"},
-    "torch": {"Size", "Tensor", "device"},
-    "torch.storage": {"UntypedStorage", "TypedStorage"},
-    "multiprocessing.resource_sharer": {"DupFd"},
-    "builtins": {"set", "frozenset", "slice", "complex"},
-    "collections": {"OrderedDict"},
-}
-for _cls in (*REPLY_MODELS, *REPLY_DATACLASSES):
-    REPLY_GLOBALS.setdefault(_cls.__module__, set()).add(_cls.__name__)
-
-
-class _ReplyUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str):
-        if name in REPLY_GLOBALS.get(module, ()) or (module == "torch" and isinstance(getattr(torch, name, None),
-                                                                                      torch.dtype)):
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"a reply may not contain {module}.{name}")
-
-
-def load_reply(data: bytes):
-    """Unpickle a worker's reply, allowing only the globals a genuine reply uses."""
-    try:
-        return _ReplyUnpickler(io.BytesIO(data)).load()
-    except pickle.UnpicklingError as e:
-        raise Flagged({"timing_channel": message("timing_channel", str(e))}) from None
-
-
-class PipeReplies:
-    """The queue interface (`put`, `get(timeout)`) over the two ends of a one-way pipe: the worker puts,
-    the judge gets. A pipe, not a `multiprocessing.Queue`: a queue's put starts a feeder thread in the
-    worker, which the threads-left-running check would have to tell apart from the submission's."""
-
-    def __init__(self, receiving, sending):
-        self.receiving, self.sending = receiving, sending
-
-    def put(self, item) -> None:
-        self.sending.send(item)
-
-    def get(self, timeout: float):
-        if not self.receiving.poll(timeout):
-            raise queue.Empty
-        return load_reply(self.receiving.recv_bytes())
-
-
-# -- the docker backend's encoding: length-prefixed pickles, everything by value --------------------
+# -- the encoding: length-prefixed pickles that name no class --------------------------------------
 
 FRAME = struct.Struct("!Q")
+REPLY_MODELS = (result_models.TimeStats, result_models.ProfileStats, result_models.KernelRecord)
+REPLY_DATACLASSES = (TimedRuns,)
+_IPC_HANDLE = re.compile(rb"/torch_[0-9_]+")  # torch's names for a CUDA IPC ref counter in /dev/shm
 
 
 class _Pickler(pickle.Pickler):
+    def __init__(self, file, cuda_ipc: bool):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.cuda_ipc = cuda_ipc
+        self.fds: list[int] = []  # shared CPU memory, passed along with the frame (requests only)
+
     def persistent_id(self, obj):
         if isinstance(obj, torch.Tensor):
+            if obj.is_cuda and self.cuda_ipc:
+                return _ipc_record(obj)
+            if not obj.is_cuda and obj.is_shared():  # peer memory in CPU mode: every rank must see it
+                fd, size = obj.untyped_storage()._share_fd_cpu_()
+                self.fds.append(os.dup(fd))  # the storage keeps its own
+                return ("shared_fd", len(self.fds) - 1, size, _dtype_name(obj.dtype), obj.storage_offset(),
+                        tuple(obj.shape), obj.stride())
             return _tensor_record(obj)
-        if isinstance(obj, Build):  # its files go along: the container sees no build cache
+        if isinstance(obj, Build):  # its files go along: the worker sees no build cache
             fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.init}
             libraries = {dtype: path.read_bytes() for dtype, path in obj.libraries.items()}
             return ("build", fields, obj.source_path.read_bytes(), libraries)
@@ -204,17 +182,29 @@ def _tensor_record(t: torch.Tensor) -> tuple:
     if storage.device.type != "cpu":
         storage = storage.cpu()
     data = torch.empty(0, dtype=torch.uint8).set_(storage).numpy().tobytes()
-    return ("tensor", data, str(t.dtype).removeprefix("torch."), t.storage_offset(), tuple(t.shape), t.stride(),
-            t.device.type == "cuda")
+    return ("tensor", data, _dtype_name(t.dtype), t.storage_offset(), tuple(t.shape), t.stride(), t.is_cuda)
+
+
+def _ipc_record(t: torch.Tensor) -> tuple:
+    """A CUDA tensor by reference: torch's IPC handle of its allocation, and nothing that names a class."""
+    from torch.multiprocessing.reductions import reduce_tensor
+
+    _, (_, size, stride, offset, _, dtype, *storage) = reduce_tensor(t.detach())
+    return ("cuda_ipc", _dtype_name(dtype), tuple(size), tuple(stride), offset, *storage)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 class _Unpickler(pickle.Unpickler):
     """Rebuilds tensors on `device`. Untrusted data (a reply) may name no class at all; a trusted request
     may carry a `Build`, which `materialize` writes out where the worker can load it."""
 
-    def __init__(self, data: bytes, device: torch.device, materialize: Callable[..., Build] | None):
+    def __init__(self, data: bytes, device: torch.device, materialize: Callable[..., Build] | None,
+                 fds: list[int] = ()):
         super().__init__(io.BytesIO(data))
-        self.device, self.materialize = device, materialize
+        self.device, self.materialize, self.fds = device, materialize, fds
 
     @property
     def trusted(self) -> bool:
@@ -229,24 +219,32 @@ class _Unpickler(pickle.Unpickler):
         kind = pid[0] if isinstance(pid, tuple) and pid else None
         if kind == "tensor" and len(pid) == 7:
             return self._tensor(*pid[1:])
+        if kind == "cuda_ipc" and len(pid) == 14:
+            return self._ipc_tensor(*pid[1:])
         if kind == "model" and len(pid) == 3:
             model = next((m for m in REPLY_MODELS if m.__name__ == pid[1]), None)
             if model is not None:
                 return model.model_validate(pid[2])
         if kind == "dataclass" and len(pid) == 3 and isinstance(pid[2], dict):
             cls = next((c for c in REPLY_DATACLASSES if f"{c.__module__}.{c.__qualname__}" == pid[1]), None)
+            if cls is None and self.trusted:  # a request's own records (a rank's peer memory)
+                cls = self.find_class(*pid[1].rsplit(".", 1))
             if cls is not None:
                 return cls(**pid[2])
         if kind == "build" and len(pid) == 4 and self.trusted:
             return self.materialize(*pid[1:])
+        if kind == "shared_fd" and len(pid) == 7 and self.trusted:
+            _, index, size, dtype_name, offset, shape, stride = pid
+            storage = torch.UntypedStorage._new_shared_fd_cpu(self.fds[index], size)
+            return torch.empty(0, dtype=getattr(torch, dtype_name)).set_(storage, offset, shape, stride)
         raise pickle.UnpicklingError(f"bad record {kind!r}")
 
     def _tensor(self, data, dtype_name, offset, shape, stride, cuda) -> torch.Tensor:
-        dtype = getattr(torch, dtype_name, None) if isinstance(dtype_name, str) else None
-        if not (isinstance(data, bytes) and isinstance(dtype, torch.dtype) and isinstance(offset, int)
-                and isinstance(shape, tuple) and isinstance(stride, tuple)
-                and all(isinstance(v, int) for v in (*shape, *stride))):
+        dtype = _view_dtype(dtype_name, offset, shape, stride)
+        if not isinstance(data, bytes):
             raise pickle.UnpicklingError("bad tensor record")
+        if not self.trusted:  # the judge's own inputs may be broadcast views
+            _check_span(dtype, shape, len(data))
         raw = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8)
         device = self.device if cuda else torch.device("cpu")
         if device.type != "cpu":
@@ -254,30 +252,95 @@ class _Unpickler(pickle.Unpickler):
         # set_ checks that the view lies inside the storage.
         return torch.empty(0, dtype=dtype, device=device).set_(raw.untyped_storage(), offset, shape, stride)
 
+    def _ipc_tensor(self, dtype_name, shape, stride, offset, device_index, handle, size_bytes, offset_bytes,
+                    requires_grad, counter_handle, counter_offset, event_handle, event_sync) -> torch.Tensor:
+        from torch.multiprocessing.reductions import rebuild_cuda_tensor
 
-def dumps(obj) -> bytes:
+        dtype = _view_dtype(dtype_name, offset, shape, stride)
+        if not (self.device.type == "cuda" and device_index == (self.device.index or 0)
+                and isinstance(handle, bytes) and isinstance(event_handle, (bytes, type(None)))
+                and isinstance(counter_handle, bytes) and _IPC_HANDLE.fullmatch(counter_handle)
+                and all(type(v) is int and v >= 0 for v in (size_bytes, offset_bytes, counter_offset))
+                and type(requires_grad) is bool and type(event_sync) is bool):
+            raise pickle.UnpicklingError("bad CUDA tensor record")
+        _check_span(dtype, shape, size_bytes)
+        # The judge's own classes, not the worker's; the view is checked against the storage as above.
+        return rebuild_cuda_tensor(torch.Tensor, torch.Size(shape), stride, offset, torch.storage.TypedStorage, dtype,
+                                   device_index, handle, size_bytes, offset_bytes, False, counter_handle,
+                                   counter_offset, event_handle, event_sync)  # fmt: skip
+
+
+def _view_dtype(dtype_name, offset, shape, stride) -> torch.dtype:
+    dtype = getattr(torch, dtype_name, None) if isinstance(dtype_name, str) else None
+    if not (isinstance(dtype, torch.dtype) and type(offset) is int and offset >= 0 and isinstance(shape, tuple)
+            and isinstance(stride, tuple) and len(shape) == len(stride)
+            and all(type(v) is int and v >= 0 for v in (*shape, *stride))):
+        raise pickle.UnpicklingError("bad tensor record")
+    return dtype
+
+
+def _check_span(dtype: torch.dtype, shape: tuple, storage_bytes: int) -> None:
+    """A view may not hold more elements than its storage: a stretched one (stride 0, overlapping rows)
+    costs the judge memory of the worker's choosing the moment it is copied."""
+    if math.prod(shape) * dtype.itemsize > storage_bytes:
+        raise pickle.UnpicklingError(f"a tensor of shape {list(shape)} over a storage of {storage_bytes} bytes "
+                                     "(a view that repeats elements)")
+
+
+@dataclass
+class Frame:
+    data: bytes
+    fds: list[int] = field(default_factory=list)  # descriptors of shared CPU memory the data refers to
+
+
+def dumps(obj, cuda_ipc: bool = False) -> Frame:
+    """Encode a message; with `cuda_ipc` (a worker on the judge's host) CUDA tensors go by IPC handle."""
     buffer = io.BytesIO()
-    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
-    return buffer.getvalue()
+    pickler = _Pickler(buffer, cuda_ipc)
+    pickler.dump(obj)
+    return Frame(buffer.getvalue(), pickler.fds)
 
 
-def loads(data: bytes, device: torch.device, materialize: Callable[..., Build] | None = None):
+def loads(frame: Frame, device: torch.device, materialize: Callable[..., Build] | None = None):
     """Decode a frame: a reply (no `materialize`: no class may be named) or a request (trusted)."""
-    return _Unpickler(data, device, materialize).load()
+    try:
+        return _Unpickler(frame.data, device, materialize, frame.fds).load()
+    finally:
+        for fd in frame.fds:
+            os.close(fd)
 
 
-def send_frame(sock: socket.socket, data: bytes) -> None:
-    sock.sendall(FRAME.pack(len(data)) + data)
+def send_frame(sock: socket.socket, frame: Frame) -> None:
+    header = FRAME.pack(len(frame.data))
+    if frame.fds:
+        socket.send_fds(sock, [header], frame.fds)
+        sock.sendall(frame.data)
+    else:
+        sock.sendall(header + frame.data)
+    for fd in frame.fds:
+        os.close(fd)
 
 
-def recv_frame(sock: socket.socket, max_bytes: int | None = None) -> bytes:
-    (length,) = FRAME.unpack(_recv_exactly(sock, FRAME.size))
+def recv_frame(sock: socket.socket, max_bytes: int | None = None, fds: bool = False) -> Frame:
+    """The next frame; refused unread past `max_bytes`. Descriptors are accepted only with `fds` (the
+    worker's end: requests are trusted); a plain recv on the judge's end discards any a worker sends."""
+    received: list[int] = []
+    if fds:
+        head, received, _, _ = socket.recv_fds(sock, FRAME.size, 64)
+        if not head:
+            raise EOFError
+        head += _recv_exactly(sock, FRAME.size - len(head))
+    else:
+        head = _recv_exactly(sock, FRAME.size)
+    (length,) = FRAME.unpack(head)
     if max_bytes is not None and length > max_bytes:
         raise pickle.UnpicklingError(f"a message of {length} bytes, over the limit of {max_bytes}")
-    return _recv_exactly(sock, length)
+    return Frame(_recv_exactly(sock, length), received)
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    if n == 0:
+        return b""
     buffer, got = bytearray(n), 0
     view = memoryview(buffer)
     while got < n:

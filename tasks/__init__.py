@@ -26,7 +26,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from .spec import C_SCALAR_TYPES, LANGUAGES, CParam, CudaSpec, TaskSpec, Tolerance, parse_signature
+from .spec import C_SCALAR_TYPES, DEFAULT_ALLOWED_OPS, LANGUAGES, CParam, CudaSpec, TaskSpec, Tolerance, parse_signature
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -134,8 +134,11 @@ class Task:
                     f"make_inputs stacks, and it returns this rank's {outputs} (its row of reference()'s result), "
                     "allocated on the inputs' device."
                 )
+            contract += (" Outside your own kernels you may allocate, view, copy and cast tensors; any other torch "
+                         "operator flags the submission")
+            contract += f", except {', '.join(self.spec.allowed)}." if self.spec.allowed else "."
             if self.spec.forbidden:
-                contract += f" Calling these operators flags the submission: {', '.join(self.spec.forbidden)}."
+                contract += f" This task also forbids {', '.join(self.spec.forbidden)}."
             return f"{self.spec.prompt.strip()}\n\n{contract}"
         signature = self.spec.cuda.signature.strip().rstrip(";")
         notes = [
@@ -161,6 +164,11 @@ class Task:
 
     def tolerance(self, dtype: str) -> Tolerance:
         return self.spec.tolerance[dtype]
+
+    @functools.cached_property
+    def allowed_ops(self) -> frozenset[str]:
+        """The aten operators a submission may call outside its own kernels (`spec.DEFAULT_ALLOWED_OPS`)."""
+        return (DEFAULT_ALLOWED_OPS - set(self.spec.forbidden)) | set(self.spec.allowed)
 
     @functools.cached_property
     def c_params(self) -> list[CParam]:

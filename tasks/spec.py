@@ -43,6 +43,29 @@ class CudaSpec(BaseModel):
     signature: str = Field(description='the C declaration of `extern "C" void solution(...)`')
 
 
+# What any submission may call outside its own kernels: allocation, views and copies, no arithmetic.
+# Every other aten operator is flagged unless the task's `allowed` names it (docs/writing-a-task.md).
+# Casts (`_to_copy`) and copies are here because a kernel's host code needs them around its own
+# kernels (a float32 accumulator cast back, an output made contiguous); a task whose work is a copy
+# or a cast takes them away in `forbidden`.
+DEFAULT_ALLOWED_OPS = frozenset({
+    # allocation and filling: what an output buffer needs
+    "aten.empty", "aten.empty_like", "aten.empty_strided", "aten.new_empty", "aten.new_empty_strided",
+    "aten.zeros", "aten.zeros_like", "aten.new_zeros", "aten.ones", "aten.ones_like", "aten.new_ones",
+    "aten.full", "aten.full_like", "aten.new_full", "aten.fill", "aten.zero", "aten.scalar_tensor",
+    "aten.arange", "aten.lift_fresh", "aten.lift_fresh_copy", "aten.resize",
+    # views and metadata: no element is computed
+    "aten.view", "aten._unsafe_view", "aten.reshape", "aten._reshape_alias", "aten.as_strided", "aten.expand",
+    "aten.squeeze", "aten.unsqueeze", "aten.flatten", "aten.unflatten", "aten.t", "aten.transpose",
+    "aten.permute", "aten.slice", "aten.select", "aten.narrow", "aten.split", "aten.split_with_sizes",
+    "aten.chunk", "aten.unbind", "aten.alias", "aten.detach", "aten.view_as_real", "aten.view_as_complex",
+    "aten.diagonal", "aten.unfold", "aten.sym_size", "aten.sym_stride", "aten.sym_numel",
+    "aten.sym_storage_offset", "aten.is_same_size", "aten._local_scalar_dense",
+    # copies and casts of the submission's own tensors
+    "aten.copy", "aten.clone", "aten._to_copy", "aten.contiguous",
+})
+
+
 class TaskSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
@@ -55,7 +78,10 @@ class TaskSpec(BaseModel):
     outputs: list[str] = Field(min_length=1, description="names of the tensors reference returns, in order")
     shapes: ShapeSets
     tolerance: dict[DType, Tolerance]
-    forbidden: list[str] = Field(default=[], description="aten operators a submission may not call")
+    allowed: list[str] = Field(default=[], description="aten operators a submission may call beyond "
+                               "DEFAULT_ALLOWED_OPS (e.g. a reduction the task does not ask for)")
+    forbidden: list[str] = Field(default=[], description="operators of DEFAULT_ALLOWED_OPS this task takes "
+                                 "away, where they would do its work (copies in a transpose, casts in a quantizer)")
     aligned_sizes: list[str] = Field(
         default=[], description="sizes the test set may keep at multiples of 16 (e.g. a head dimension); the linter "
         "otherwise wants an awkward value of every size"
@@ -71,7 +97,7 @@ class TaskSpec(BaseModel):
     )
     cuda: CudaSpec | None = None
 
-    @field_validator("forbidden")
+    @field_validator("allowed", "forbidden")
     @classmethod
     def _aten_names(cls, names: list[str]) -> list[str]:
         for name in names:

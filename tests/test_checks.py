@@ -70,7 +70,7 @@ import sys
 def solution(x, y):
     out = x + y
     for obj in gc.get_objects():
-        if type(obj).__name__ == "PipeReplies":
+        if type(obj).__name__ == "WorkerEnd":
             frame = sys._getframe(1)
             while frame and "sequence" not in frame.f_locals:
                 frame = frame.f_back

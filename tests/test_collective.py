@@ -19,8 +19,11 @@ def solution(x, group):
 """
 
 EVERY_RANK_THE_SAME = """
-def solution(x, group):
-    return x * group.world_size  # right only if every rank held the same x
+import torch
+
+def solution(x, group):  # right only if every rank held the same x (in Python: no operator to flag)
+    values = [v * group.world_size for v in x.flatten().tolist()]
+    return torch.tensor(values, dtype=x.dtype, device=x.device).view(x.shape)
 """
 
 # Rank 1 fails before it reaches the barrier; rank 0 would wait there for it until its time limit.
@@ -37,7 +40,7 @@ def solution(x, group):
     assert 0 <= group.rank < group.world_size == 2
     assert group.buffer_bytes >= 2 * x.nbytes and group.signal_words >= 64
     assert group.buffer_ptrs.tolist()[group.rank] == group.buffer.data_ptr()
-    assert group.signal_ptrs.tolist()[group.rank] == group.signal.data_ptr() and not group.signal.any()
+    assert group.signal_ptrs.tolist()[group.rank] == group.signal.data_ptr() and not any(group.signal.tolist())
     assert group.signal_ptrs.dtype == torch.int64 and group.buffer_ptrs.device == x.device
     return x.clone()
 """

@@ -330,7 +330,7 @@ import torch
 
 
 def solution(x, y):
-    channel = next(o for o in gc.get_objects() if type(o).__name__ == "PipeReplies")
+    channel = next(o for o in gc.get_objects() if type(o).__name__ == "WorkerEnd")
     frame, sequence = sys._getframe(1), None
     while frame is not None and sequence is None:
         sequence = frame.f_locals.get("sequence")
@@ -347,12 +347,12 @@ def test_reference_timing_op_runs_only_in_a_clean_worker(judge):
     """The reference-timing request, through real (CPU) workers: an unknown task comes back as a clear
     error; a known one is looked up and its inputs made in the worker, which then stops where CUDA events
     are needed; a worker that has loaded a submission refuses the request; its reply type is allowed."""
-    from multiprocessing.reduction import ForkingPickler
+    import torch
 
     from kerneldojo.graders.compile import compile_submission
     from kerneldojo.result import TimeStats
     from kerneldojo.sandbox.process import _take_worker, time_reference_in_worker
-    from kerneldojo.sandbox.protocol import SubmissionError, load_reply
+    from kerneldojo.sandbox.protocol import SubmissionError, dumps, loads
     from kerneldojo.tasks import get_task
 
     task = get_task("vector_add")
@@ -366,10 +366,10 @@ def test_reference_timing_op_runs_only_in_a_clean_worker(judge):
         with pytest.raises(SubmissionError, match="needs a GPU"):
             worker.call("time_reference", (task.id, shape, "eager", 3, 0, 0.5), 60)
         build = compile_submission(task, subs.VECTOR_ADD_TRITON, "triton", judge.device.arch)
-        worker.call("load", (task.id, worker.stage(build)), 60)
+        worker.call("load", (task.id, build), 60)
         with pytest.raises(SubmissionError, match="loaded no submission"):
             worker.call("time_reference", (task.id, shape, "eager", 3, 0, 0.5), 60)
     finally:
         worker.stop()
     stats = TimeStats(median_ms=1.0, mean_ms=1.1, min_ms=0.9, max_ms=2.0, iqr_ms=0.1, runs=10)
-    assert load_reply(bytes(ForkingPickler.dumps((1, "ok", stats)))) == (1, "ok", stats)
+    assert loads(dumps((1, "ok", stats)), torch.device("cpu")) == (1, "ok", stats)

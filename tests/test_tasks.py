@@ -79,7 +79,7 @@ def _edit(folder: Path, old: str, new: str, file: str = "task.toml") -> None:
         ("[tolerance.float32]", "[tolerance.bfloat16]", r"tolerance: no entry for dtype"),
         ("{ n = 1 }, { n = 7 }", "{ n = 1 }, { n = 7, dtype = 3 }", r"'dtype' is not a size"),
         ("int64_t n,", "int64_t count,", r"parameter 'count' is neither an input"),
-        ('forbidden = ["aten.add"', 'forbidden = ["torch.add"', r"forbidden: .*not an aten operator"),
+        ("level = 1", 'level = 1\nallowed = ["torch.add"]', r"allowed: .*not an aten operator"),
         ('id = "vector_add"', 'id = "vector-add"', r"id: String should match pattern"),
         ('id = "vector_add"', 'id = "other"', r"id: 'other' must equal the folder name"),
         ("[shapes]", "[shapes\n", r"not valid TOML"),

@@ -40,7 +40,6 @@ import ctypes
 import errno
 import itertools
 import json
-import multiprocessing.util
 import os
 import resource
 import signal
@@ -285,6 +284,13 @@ def _inside(plan: Plan, active: dict, redirect_output) -> dict:
             result["proc"] = True
             with contextlib.suppress(OSError):  # no nested user namespaces (less kernel to attack)
                 Path("/proc/sys/user/max_user_namespaces").write_text("0")
+            try:  # the host's sysctls and the sysrq trigger: out of reach even of a uid that is root outside
+                _mount("/proc/sys", "/proc/sys", None, MS_BIND | MS_REC)
+                _make_readonly("/proc/sys")
+                _mount("/dev/null", "/proc/sysrq-trigger", None, MS_BIND)
+                result["proc_sys"] = "read-only"
+            except OSError as e:
+                result["proc_sys"] = f"unavailable: {e}"
         except OSError as e:
             result["proc"] = f"unavailable: {e.strerror}; /proc still lists the judge's processes"
     os.chdir(plan.scratch)
@@ -293,10 +299,6 @@ def _inside(plan: Plan, active: dict, redirect_output) -> dict:
                         ("TORCHINDUCTOR_CACHE_DIR", f"{plan.scratch}/.inductor")):  # fmt: skip
         os.environ[name] = value
     tempfile.tempdir = None
-    # CPU tensors the worker returns are handed over through a socket in this folder; the judge must reach it.
-    mp_dir = Path(plan.scratch) / ".mp"
-    mp_dir.mkdir(exist_ok=True)
-    multiprocessing.process.current_process()._config["tempdir"] = str(mp_dir)
     result.update(_limits(plan))
     result.update(_drop_privileges())
     return result

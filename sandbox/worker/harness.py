@@ -77,7 +77,7 @@ class Solution:
         self._shapes_called: set[str] = set()
         self._module_name: str | None = None
         # Taken before any submission code runs: what is alive and which functions are the real ones.
-        self._forbidden = ForbiddenOps(task.spec.forbidden)
+        self._forbidden = ForbiddenOps(task.allowed_ops)
         self._tampering = Tampering(guarded_here())
         self._threads, self._children = live_threads(), set(child_processes())
         self._tripwire = ReferenceTripwire(task.reference)

@@ -15,8 +15,8 @@ import ctypes
 import os
 import resource
 import signal
+import socket
 import sys
-from multiprocessing import resource_sharer
 from pathlib import Path
 
 import torch
@@ -27,6 +27,7 @@ from kerneldojo.sandbox.device import resolve_device
 from kerneldojo.sandbox.protocol import OPS, REFERENCE_KINDS, REPLY_ERRORS, SubmissionError, reply_kind
 from kerneldojo.tasks import get_task, list_tasks
 
+from .channel import WorkerEnd
 from .confine import Plan, enter
 from .harness import Solution
 from .triton_interpreter import interpreter
@@ -42,26 +43,29 @@ def _reply(replies, sequence: int, kind: str, payload) -> None:
     replies.put((sequence, kind, payload))
 
 
+def serve_socket(sock: socket.socket, device_spec: str, scratch: str, plan: Plan | None = None) -> None:
+    """A process-backend worker: the request loop over its socket to the judge. On the GPU the judge's
+    output tensors arrive by CUDA IPC and native entry points write into them; on the CPU they are copies."""
+    end = WorkerEnd(sock, torch.device(device_spec), f"{scratch}/build", cuda_ipc=device_spec != "cpu")
+    with contextlib.suppress(EOFError, BrokenPipeError, ConnectionResetError):  # the judge went away
+        serve(end, end, device_spec, scratch, outputs_by_value=device_spec == "cpu", plan=plan)
+
+
 def serve(requests, replies, device_spec: str, scratch: str, outputs_by_value: bool = False,
           plan: Plan | None = None) -> None:
-    """The request loop. `requests.get()` / `replies.put()`: a queue and a pipe for the process backend,
-    a socket in a container (`worker.container`).
+    """The request loop: `requests.get()` / `replies.put()` (a `channel.WorkerEnd`).
 
-    With `outputs_by_value` (no shared memory with the judge), native entry points' outputs are sent back too.
+    With `outputs_by_value` (no memory shared with the judge), native entry points' outputs are sent back too.
     """
     harden(Path(scratch), plan)
     if device_spec != "cpu":  # Triton launches, events and bare synchronize() use the current device
         torch.cuda.set_device(device_spec)
     # Warm up while no submission is waiting: imports, the task library, the CUDA context.
     list_tasks()
-    with ForbiddenOps([]):  # its first use imports torch._dynamo, over a second
+    with ForbiddenOps(None):  # its first use imports torch._dynamo, over a second
         torch.empty(1, device=device_spec)
     with contextlib.suppress(Exception):  # Triton's runtime (launcher, interpreter) on a throwaway kernel
         _launch_trivial_triton_kernel(device_spec)
-    # Sending a CPU tensor starts multiprocessing's descriptor-sharing thread; start it now, so that
-    # the threads-left-running check counts it as the harness's, not the submission's.
-    resource_sharer.DupFd(os.open(os.devnull, os.O_RDONLY))
-
     session = _Session(device_spec, outputs_by_value)
     while True:
         sequence, op, args = requests.get()

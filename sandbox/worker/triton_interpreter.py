@@ -8,11 +8,19 @@ it is called, and off again so that GPU evaluations in the same process compile 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
+import threading
 from collections.abc import Iterator
 
 _patched = False
+_launching = threading.local()
+
+
+def in_launch() -> bool:
+    """Inside an interpreted kernel's launch, where Triton itself moves tensors with aten copies."""
+    return getattr(_launching, "depth", 0) > 0
 
 
 @contextlib.contextmanager
@@ -60,7 +68,8 @@ _twins: dict[int, object] = {}
 def _patch_bf16() -> None:
     """Two bf16 bugs of Triton 3.x's interpreter, which stores bf16 as raw 16-bit patterns:
     tl.dot multiplies the patterns (garbage), and float32 -> bf16 casts truncate where the GPU
-    rounds to nearest even (one ulp off in half the elements). Fix both, as the hardware does."""
+    rounds to nearest even (one ulp off in half the elements). Fix both, as the hardware does.
+    Also mark launches (`in_launch`), so that the operator watch leaves Triton's own copies out."""
     global _patched
     if _patched:
         return
@@ -100,6 +109,17 @@ def _patch_bf16() -> None:
             return to_bf16_nearest_even(src)
         return fp_to_fp(self, src, dst_type, rounding_mode)
 
+    launch = interp.GridExecutor.__call__
+
+    @functools.wraps(launch)
+    def marked_launch(self, *args, **kwargs):
+        _launching.depth = getattr(_launching, "depth", 0) + 1
+        try:
+            return launch(self, *args, **kwargs)
+        finally:
+            _launching.depth -= 1
+
+    interp.GridExecutor.__call__ = marked_launch
     interp.InterpreterBuilder.create_dot = create_dot_widened
     interp.InterpreterBuilder.cast_impl = cast_rounding
     interp.InterpreterBuilder.create_fp_trunc = cast_rounding

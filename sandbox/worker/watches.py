@@ -16,20 +16,24 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .triton_interpreter import in_launch as _in_launch
+
 
 class ForbiddenOps(TorchDispatchMode):
-    """Records calls to aten operators the task forbids (e.g. `aten.mm` in a GEMM task).
+    """Records calls to aten operators outside the task's allowlist (`Task.allowed_ops`: allocation,
+    views, copies and casts, plus what the task allows by name); `None` allows everything.
 
     Composite operators decompose before they reach the dispatcher, so `torch.matmul` shows up as
-    `aten.mm`; tasks list the operators that do the work, not the Python spellings. An in-place
-    variant counts as its operator: forbidding `aten.mul` forbids `x.mul_(y)` too.
+    `aten.mm`. An in-place variant counts as its operator (`x.mul_(y)` is `aten.mul`). Triton's
+    interpreter moves tensors with aten copies of its own inside a launch: those are not the
+    submission's (CPU mode, where this watch is the only evidence, is best effort).
     """
 
     name = "forbidden_op"
 
-    def __init__(self, forbidden: list[str], called: list[str] | None = None):
+    def __init__(self, allowed: frozenset[str] | None, called: list[str] | None = None):
         super().__init__()
-        self.forbidden = frozenset(forbidden)
+        self.allowed = allowed
         self.called: list[str] = [] if called is None else called
         self.popped = False  # taken off the mode stack by someone else while active
         self._exiting = False
@@ -45,7 +49,7 @@ class ForbiddenOps(TorchDispatchMode):
         op = f"aten.{func.overloadpacket.__name__}"
         if op.endswith("_") and not op.endswith("__"):  # in-place twins (mul_, exp_) do the same work
             op = op[:-1]
-        if op in self.forbidden and op not in self.called:
+        if self.allowed is not None and op not in self.allowed and op not in self.called and not _in_launch():
             self.called.append(op)
         return func(*args, **(kwargs or {}))
 
@@ -61,7 +65,7 @@ def watching(watch: ForbiddenOps):
     pop_mode = _python_dispatch._pop_mode
 
     def watched(thread):
-        with ForbiddenOps(list(watch.forbidden), watch.called):
+        with ForbiddenOps(watch.allowed, watch.called):
             bootstrap(thread)
 
     def recorded_pop(*args, **kwargs):

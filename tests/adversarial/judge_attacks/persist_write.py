@@ -5,7 +5,7 @@
 # or an answer key), and a write into the judge's own folder on the host.
 # Defeats: mount namespace / "only the scratch folder is writable" / single-use workers.
 import glob
-import torch
+
 import triton  # noqa: F401
 
 

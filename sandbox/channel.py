@@ -1,0 +1,68 @@
+"""The judge's end of a worker's socket, for both backends: `put(request)` and `get(timeout)`.
+
+A writer thread sends (a worker that stops reading cannot block the judge past its limit) and a reader
+thread receives and decodes (`protocol.loads`), so that a reply dripped in slowly, or half a frame
+followed by silence, blocks only that thread: the caller's deadline still fires and kills the worker.
+A frame longer than the pending request's reply may be (`cap`) is refused before it is read. EOF, a
+malformed reply or an oversized one closes the channel; the worker then counts as dead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import socket
+import threading
+
+import torch
+
+from .protocol import dumps, loads, recv_frame, reply_cap, send_frame
+
+
+class Channel:
+    def __init__(self, sock: socket.socket, device: torch.device, cuda_ipc: bool = False):
+        self.sock, self.device, self.cuda_ipc = sock, device, cuda_ipc
+        self.cap = reply_cap()  # set per request by `put`
+        self.inbox: queue.Queue = queue.Queue()
+        self.outbox: queue.Queue = queue.Queue()
+        self.closed = threading.Event()
+        self.error: str | None = None
+        threading.Thread(target=self._read, daemon=True, name="kerneldojo-channel-read").start()
+        threading.Thread(target=self._write, daemon=True, name="kerneldojo-channel-write").start()
+
+    def put(self, item, max_reply_bytes: int | None = None) -> None:
+        self.cap = max_reply_bytes or reply_cap()
+        self.outbox.put(dumps(item, self.cuda_ipc))  # encoded now: later changes to the judge's tensors do not travel
+
+    def get(self, timeout: float):
+        try:
+            return self.inbox.get(timeout=timeout)
+        except queue.Empty:
+            if self.closed.is_set():
+                raise queue.Empty from None  # the caller asks is_alive() next
+            raise
+
+    def close(self) -> None:
+        self.closed.set()
+        self.outbox.put(None)
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                data = recv_frame(self.sock, self.cap)
+                self.inbox.put(loads(data, self.device))
+        except (EOFError, OSError):
+            pass
+        except Exception as e:  # a forged, broken or oversized reply; nothing in it was executed
+            self.error = f"the worker sent a malformed reply ({type(e).__name__}: {e}); it was stopped"
+        self.closed.set()
+
+    def _write(self) -> None:
+        while (data := self.outbox.get()) is not None:
+            try:
+                send_frame(self.sock, data)
+            except OSError:
+                return

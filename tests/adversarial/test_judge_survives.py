@@ -1,0 +1,86 @@
+"""Attacks on the judge itself rather than on a score (red team, 2026-11-24): a worker that stalls or
+floods its reply channel, one that sends a huge message, one that stops a judge-side service, one that
+leaves a file for a later step. Each step must end within its limits with bounded messages, and the
+next honest step must pass."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kerneldojo.judge import Judge
+
+HONEST = """
+import triton  # noqa: F401
+
+
+def solution(x, y):
+    return x.clone().copy_(x.new_tensor([a + b for a, b in zip(x.tolist(), y.tolist())]))
+"""
+
+# The worker's end of its socket, found through gc as a submission would, then `frame` written raw.
+_WRITE_RAW = """
+import gc
+import struct
+import time
+
+import triton  # noqa: F401
+
+
+def solution(x, y):
+    end = next(o for o in gc.get_objects() if type(o).__name__ == "WorkerEnd")
+    end.sock.sendall({frame})
+    time.sleep(10**6)
+"""
+STALL = _WRITE_RAW.format(frame='struct.pack("!Q", 100) + b"x"')  # half a frame, then silence
+FLOOD = _WRITE_RAW.format(frame='struct.pack("!Q", 1 << 40) + b"x" * 4096')  # announces a terabyte
+HUGE_MESSAGE = "def solution(x, y):\n    raise RuntimeError('x' * 20_000_000)\n"
+
+
+@pytest.fixture(scope="module")
+def short_judge():
+    return Judge("cpu", seeds=1, limits={"load": 60, "run": 5, "compile": 10})
+
+
+def _honest_passes(judge: Judge) -> None:
+    result = judge.evaluate("vector_add", HONEST, "triton")
+    assert result.status == "ok", result.messages
+
+
+def test_half_a_frame_then_silence_ends_at_the_limit(short_judge):
+    started = time.monotonic()
+    result = short_judge.evaluate("vector_add", STALL, "triton")
+    assert result.status == "timeout", result.messages
+    assert time.monotonic() - started < 60  # run 5 s + compile 10 s, plus the worker's start
+    _honest_passes(short_judge)
+
+
+def test_a_frame_longer_than_the_reply_may_be_is_refused_unread(short_judge):
+    result = short_judge.evaluate("vector_add", FLOOD, "triton")
+    assert result.status == "runtime_error", result.messages
+    assert "over the limit" in result.messages[0], result.messages
+    _honest_passes(short_judge)
+
+
+def test_a_huge_error_message_is_capped(short_judge):
+    result = short_judge.evaluate("vector_add", HUGE_MESSAGE, "python")
+    assert result.status == "runtime_error"
+    assert sum(len(m) for m in result.messages) < 50_000, [len(m) for m in result.messages]
+    _honest_passes(short_judge)
+
+
+@pytest.mark.parametrize("attack", ["sharer_dos", "persist_write"])
+def test_nothing_of_the_judge_is_reachable_from_a_worker(short_judge, attack):
+    """The red team's attacks in judge_attacks/: stopping the judge's multiprocessing listener, and leaving a
+    file in the judge's multiprocessing folder for a later step. Neither is reachable from a worker."""
+    from pathlib import Path
+
+    attacks = Path(__file__).parent / "judge_attacks"
+    source = (attacks / f"{attack}.py").read_text()
+    result = short_judge.evaluate("matmul", source, "triton")
+    assert result.status in ("wrong", "runtime_error"), result.messages
+    assert "rt_stash.txt'" not in "".join(result.messages)  # persist_write lists what it wrote: nothing
+    found = short_judge.evaluate("matmul", (attacks / "persist_read.py").read_text(), "triton")
+    assert "found from an earlier step: {}" in found.messages[0], found.messages
+    _honest_passes(short_judge)
