@@ -148,16 +148,16 @@ _IPC_HANDLE = re.compile(rb"/torch_[0-9_]+")  # torch's names for a CUDA IPC ref
 
 
 class _Pickler(pickle.Pickler):
-    def __init__(self, file, cuda_ipc: bool):
+    def __init__(self, file, cuda_ipc: bool, share_fds: bool):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.cuda_ipc = cuda_ipc
+        self.cuda_ipc, self.share_fds = cuda_ipc, share_fds
         self.fds: list[int] = []  # shared CPU memory, passed along with the frame (requests only)
 
     def persistent_id(self, obj):
         if isinstance(obj, torch.Tensor):
             if obj.is_cuda and self.cuda_ipc:
                 return _ipc_record(obj)
-            if not obj.is_cuda and obj.is_shared():  # peer memory in CPU mode: every rank must see it
+            if self.share_fds and not obj.is_cuda and obj.is_shared():  # peer memory in CPU mode: every rank must see it
                 fd, size = obj.untyped_storage()._share_fd_cpu_()
                 self.fds.append(os.dup(fd))  # the storage keeps its own
                 return ("shared_fd", len(self.fds) - 1, size, _dtype_name(obj.dtype), obj.storage_offset(),
@@ -293,10 +293,11 @@ class Frame:
     fds: list[int] = field(default_factory=list)  # descriptors of shared CPU memory the data refers to
 
 
-def dumps(obj, cuda_ipc: bool = False) -> Frame:
-    """Encode a message; with `cuda_ipc` (a worker on the judge's host) CUDA tensors go by IPC handle."""
+def dumps(obj, cuda_ipc: bool = False, share_fds: bool = False) -> Frame:
+    """Encode a message; with `cuda_ipc` (a worker on the judge's host) CUDA tensors go by IPC handle, with
+    `share_fds` (the judge's requests) CPU tensors in shared memory go as descriptors, so ranks share them."""
     buffer = io.BytesIO()
-    pickler = _Pickler(buffer, cuda_ipc)
+    pickler = _Pickler(buffer, cuda_ipc, share_fds)
     pickler.dump(obj)
     return Frame(buffer.getvalue(), pickler.fds)
 

@@ -60,7 +60,8 @@ DEFAULT_ALLOWED_OPS = frozenset({
     "aten.permute", "aten.slice", "aten.select", "aten.narrow", "aten.split", "aten.split_with_sizes",
     "aten.chunk", "aten.unbind", "aten.alias", "aten.detach", "aten.view_as_real", "aten.view_as_complex",
     "aten.diagonal", "aten.unfold", "aten.sym_size", "aten.sym_stride", "aten.sym_numel",
-    "aten.sym_storage_offset", "aten.is_same_size", "aten._local_scalar_dense",
+    "aten.sym_storage_offset", "aten.is_same_size", "aten._local_scalar_dense", "aten.set",
+    "aten.record_stream",  # the caching allocator's bookkeeping for a tensor used on a side stream
     # copies and casts of the submission's own tensors
     "aten.copy", "aten.clone", "aten._to_copy", "aten.contiguous",
 })

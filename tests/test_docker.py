@@ -251,7 +251,7 @@ def test_tensors_and_models_cross_by_value():
 def test_a_reply_may_name_no_class():
     class_payload = pickle.dumps(("ok", io.BytesIO(b"")))
     with pytest.raises(pickle.UnpicklingError):
-        protocol.loads(class_payload, torch.device("cpu"))
+        protocol.loads(protocol.Frame(class_payload), torch.device("cpu"))
     bad_view = ("tensor", b"\0" * 8, "float32", 0, (100,), (1,), False)
     with pytest.raises(Exception, match=r"out of bounds|storage"):
         protocol._Unpickler(b"", torch.device("cpu"), None).persistent_load(bad_view)

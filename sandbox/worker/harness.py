@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from kerneldojo.graders.checks import message
-from kerneldojo.graders.correctness import check_no_aliasing, poisoned_like
+from kerneldojo.graders.correctness import check_inputs_unchanged, check_no_aliasing, poisoned_like
 from kerneldojo.graders.profile import native_kernel_names, profile_calls, summarize_profile, triton_kernel_names
 from kerneldojo.graders.timing import time_calls
 from kerneldojo.sandbox.device import Device
@@ -116,12 +116,20 @@ class Solution:
 
     def _watched(self, inputs: tuple, shape: dict, outputs: tuple) -> tuple:
         gpu = self.device.mode == "gpu"
+        # Inputs that crossed by value are the worker's copies, which the judge never sees again: the
+        # rule that a submission leaves its inputs alone is checked here (and by the judge on shared ones).
+        pristine = tuple(t.clone() for t in inputs)
         if gpu:
             torch.cuda.synchronize(self.device.torch_device)
             torch.cuda.reset_peak_memory_stats(self.device.torch_device)
             allocated = torch.cuda.memory_allocated(self.device.torch_device)
-        with watching(self._forbidden), self._tripwire:
-            result = self.run(inputs, shape, outputs, watch=False)
+        try:
+            with watching(self._forbidden), self._tripwire:
+                result = self.run(inputs, shape, outputs, watch=False)
+        except Exception:
+            self._inspect(())  # what the watches saw explains the failure better than the failure does
+            raise
+        check_inputs_unchanged(pristine, inputs, case_label(shape))
         if gpu:
             torch.cuda.synchronize(self.device.torch_device)
             # A shape's first call may autotune (Triton's benchmark allocates a cache-flush buffer):
