@@ -32,7 +32,8 @@ class Channel:
 
     def put(self, item, max_reply_bytes: int | None = None) -> None:
         self.cap = max_reply_bytes or reply_cap()
-        self.outbox.put(dumps(item, self.cuda_ipc, share_fds=True))  # encoded now: later changes to the judge's tensors do not travel
+        # Encoded now: later changes to the judge's tensors do not travel.
+        self.outbox.put(dumps(item, self.cuda_ipc, share_fds=True))
 
     def get(self, timeout: float):
         try:

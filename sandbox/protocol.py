@@ -157,7 +157,7 @@ class _Pickler(pickle.Pickler):
         if isinstance(obj, torch.Tensor):
             if obj.is_cuda and self.cuda_ipc:
                 return _ipc_record(obj)
-            if self.share_fds and not obj.is_cuda and obj.is_shared():  # peer memory in CPU mode: every rank must see it
+            if self.share_fds and not obj.is_cuda and obj.is_shared():  # CPU peer memory: every rank sees it
                 fd, size = obj.untyped_storage()._share_fd_cpu_()
                 self.fds.append(os.dup(fd))  # the storage keeps its own
                 return ("shared_fd", len(self.fds) - 1, size, _dtype_name(obj.dtype), obj.storage_offset(),
