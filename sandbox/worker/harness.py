@@ -127,7 +127,9 @@ class Solution:
             with watching(self._forbidden), self._tripwire:
                 result = self.run(inputs, shape, outputs, watch=False)
         except Exception:
-            self._inspect(())  # what the watches saw explains the failure better than the failure does
+            # What the watches saw explains the failure better than the failure does. Threads left
+            # behind are not counted: a call that raised may not have joined its own.
+            self._inspect((), threads=False)
             raise
         check_inputs_unchanged(pristine, inputs, case_label(shape))
         if gpu:
@@ -140,7 +142,7 @@ class Solution:
         self._inspect(result)
         return result
 
-    def _inspect(self, result: tuple) -> None:
+    def _inspect(self, result: tuple, threads: bool = True) -> None:
         """The checks that look at the process after submission code ran."""
         found = {}
         if self._forbidden.called:
@@ -150,12 +152,12 @@ class Solution:
         changed = self._tampering.changed() + ["the forbidden-operator watch (popped)"] * self._forbidden.popped
         if changed:
             found["tampering"] = ", ".join(changed)
-        threads = [name for ident, name in live_threads().items() if ident not in self._threads]
-        children = set(child_processes()) - self._children
-        if threads or children:
+        left = [name for ident, name in live_threads().items() if ident not in self._threads] if threads else []
+        children = set(child_processes()) - self._children if threads else set()
+        if left or children:
             found["threads_left_running"] = " and ".join(
                 f"{len(these)} {what}{'s' * (len(these) > 1)} ({', '.join(map(str, sorted(these)))})"
-                for these, what in ((threads, "thread"), (children, "child process")) if these)
+                for these, what in ((left, "thread"), (children, "child process")) if these)
         subclasses = [str(i) for i, t in enumerate(result) if isinstance(t, torch.Tensor) and type(t) is not Tensor]
         if subclasses:
             found["not_a_tensor"] = ", ".join(subclasses)
