@@ -29,6 +29,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import tempfile
 import threading
 import time
@@ -219,11 +220,18 @@ class _Worker:
         return unwrap_reply(kind, payload)
 
     def output_tail(self) -> str:
-        path = self.scratch / "output.txt"
-        with contextlib.suppress(OSError), open(path, "rb") as f:
-            f.seek(max(0, path.stat().st_size - OUTPUT_TAIL_CHARS))
-            return f.read().decode(errors="replace")
-        return ""
+        """The end of what the submission printed. The worker could replace the file: no symlink is
+        followed, a FIFO does not block, and only a regular file is read, at most its last bytes."""
+        try:
+            fd = os.open(self.scratch / "output.txt", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return ""
+        with os.fdopen(fd, "rb") as f:
+            size = os.fstat(fd).st_size
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return ""
+            f.seek(max(0, size - OUTPUT_TAIL_CHARS))
+            return f.read(OUTPUT_TAIL_CHARS).decode(errors="replace")
 
     def _tail_note(self) -> str:
         cgroup = getattr(self, "cgroup", None)  # the docker backend shares this method, not the cgroup

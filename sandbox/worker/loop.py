@@ -157,6 +157,19 @@ def _launch_trivial_triton_kernel(device_spec: str) -> None:
         fill[(1,)](torch.empty(16, device=device_spec), BLOCK=16)
 
 
+def _drop_resource_tracker() -> None:
+    """spawn hands every child the write end of the judge's multiprocessing resource tracker, a judge-side
+    process that buffers what it reads and unlinks what it is told to: close it before any submission
+    code runs (a worker that needs a tracker starts its own, inside the sandbox)."""
+    from multiprocessing import resource_tracker
+
+    tracker = resource_tracker._resource_tracker
+    if getattr(tracker, "_fd", None) is not None:
+        with contextlib.suppress(OSError):
+            os.close(tracker._fd)
+        tracker._fd, tracker._pid = None, None
+
+
 def harden(scratch: Path, plan: Plan | None = None) -> dict:
     """Before any submission code runs: own process group, limits, namespaces, output to a file.
 
@@ -166,6 +179,7 @@ def harden(scratch: Path, plan: Plan | None = None) -> dict:
     Returns what is active, by name.
     """
     os.setsid()
+    _drop_resource_tracker()
     if not scratch.is_dir():  # a spare stopped (the judge exited) before it started
         os._exit(0)
     os.chdir(scratch)

@@ -84,3 +84,28 @@ def test_nothing_of_the_judge_is_reachable_from_a_worker(short_judge, attack):
     found = short_judge.evaluate("matmul", (attacks / "persist_read.py").read_text(), "triton")
     assert "found from an earlier step: {}" in found.messages[0], found.messages
     _honest_passes(short_judge)
+
+
+# The second red team (2026-11-24): the worker swaps its own output file, which the judge reads after
+# a death to quote the submission's last words, for a link to a judge-side file, a FIFO or /dev/zero.
+_SWAP_OUTPUT = "import os\n\ndef solution(x, y):\n    os.unlink('output.txt')\n    {make}\n    os._exit(3)\n"
+
+
+@pytest.mark.parametrize("make", ["os.symlink({secret!r}, 'output.txt')", "os.mkfifo('output.txt')",
+                                  "os.symlink('/dev/zero', 'output.txt')"], ids=["symlink", "fifo", "dev_zero"])
+def test_the_judge_reads_no_file_the_worker_swapped_in(short_judge, tmp_path, make):
+    secret = tmp_path / "judge_secret.txt"
+    secret.write_text("the judge's secret")
+    started = time.monotonic()
+    result = short_judge.evaluate("vector_add", _SWAP_OUTPUT.format(make=make.format(secret=str(secret))), "python")
+    assert result.status == "runtime_error", result.messages
+    assert "the judge's secret" not in "".join(result.messages)
+    assert time.monotonic() - started < 60
+    _honest_passes(short_judge)
+
+
+def test_the_worker_cannot_write_to_the_judges_resource_tracker(short_judge):
+    probe = ("from multiprocessing import resource_tracker\n\ndef solution(x, y):\n"
+             "    raise RuntimeError(f'tracker fd: {resource_tracker._resource_tracker._fd}')\n")
+    result = short_judge.evaluate("vector_add", probe, "python")
+    assert "tracker fd: None" in result.messages[0], result.messages
