@@ -30,6 +30,7 @@ import shutil
 import signal
 import socket
 import stat
+import subprocess
 import tempfile
 import threading
 import time
@@ -242,7 +243,7 @@ class _Worker:
     def stop(self) -> None:
         self._kill()
         self.replies.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        remove_tree(self.scratch)
 
     def _kill(self) -> None:
         # Single use: no graceful exit to wait for. The worker is pid 1 of its own pid namespace
@@ -308,6 +309,14 @@ def _stop_spares() -> None:
             worker.stop()
             worker.process.join(5)
             worker.cgroup.remove(attempts=20)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a folder a worker wrote, however deep it made it (shutil.rmtree recurses once per level)."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        subprocess.run(["rm", "-rf", "--one-file-system", str(path)], timeout=120, check=False)
 
 
 def _describe_exit(code: int | None) -> str:

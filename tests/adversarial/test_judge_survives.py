@@ -109,3 +109,51 @@ def test_the_worker_cannot_write_to_the_judges_resource_tracker(short_judge):
              "    raise RuntimeError(f'tracker fd: {resource_tracker._resource_tracker._fd}')\n")
     result = short_judge.evaluate("vector_add", probe, "python")
     assert "tracker fd: None" in result.messages[0], result.messages
+
+
+def test_a_reply_that_repeats_a_tensors_data_is_refused():
+    """A pickle's memo lets a few bytes stand for a tensor record already sent: each use would cost the
+    judge a fresh copy (3 bytes of frame for megabytes of memory)."""
+    import io
+    import pickle
+
+    import torch
+
+    from kerneldojo.sandbox.protocol import Frame, loads
+
+    record = ("tensor", b"\0" * 4096, "float32", 0, (1024,), (1,), False)
+
+    class Marker:
+        pass
+
+    class Repeating(pickle.Pickler):
+        def persistent_id(self, obj):
+            return record if isinstance(obj, Marker) else None
+
+    buffer = io.BytesIO()
+    Repeating(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump((1, "ok", tuple(Marker() for _ in range(1000))))
+    assert len(buffer.getvalue()) < 8000  # a thousand tensors of 4 kB each in a few kB of frame
+    with pytest.raises(pickle.UnpicklingError, match="repeats"):
+        loads(Frame(buffer.getvalue()), torch.device("cpu"))
+
+
+DEEP_TREE = """
+import os
+
+def solution(x, y):
+    scratch = os.getcwd()
+    for _ in range(3000):
+        os.mkdir("d")
+        os.chdir("d")
+    raise RuntimeError(f"scratch at {scratch}")
+"""
+
+
+def test_a_scratch_folder_too_deep_for_rmtree_is_still_removed(short_judge):
+    from pathlib import Path
+
+    result = short_judge.evaluate("vector_add", DEEP_TREE, "python")
+    assert result.status == "runtime_error", result.messages
+    scratch = result.messages[0].rsplit("scratch at ", 1)[1].split()[0]
+    assert scratch.startswith("/") and not Path(scratch).exists(), scratch
+    _honest_passes(short_judge)
