@@ -8,8 +8,9 @@ mount, ipc and network namespaces, a read-only file system, cgroup limits, no ca
 `sandbox.worker.confine`; output to a capped file in a private scratch folder), then loads one submission and
 answers requests: run on these inputs, time these calls, report forbidden calls. A worker that never
 loads a submission also times the task's reference (`time_reference_in_worker`), so that reference
-and submission are timed by the same code in the same kind of clean process. Tensors cross as
-shared memory (CPU) or CUDA IPC handles (GPU). Each request has a wall-clock limit; past it, or
+and submission are timed by the same code in the same kind of clean process. Requests and replies
+cross one socket (`sandbox.channel`): CPU tensors by value, CUDA tensors by IPC handle; the worker
+gets no secret and no folder of the judge's. Each request has a wall-clock limit; past it, or
 if the worker dies (a segfault, `os._exit`, a CUDA fault), the whole process group is killed and
 the judge reports it. The worker is then discarded, so nothing it did reaches the next step.
 
