@@ -229,10 +229,10 @@ class _Worker:
         except OSError:
             return ""
         with os.fdopen(fd, "rb") as f:
-            size = os.fstat(fd).st_size
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
                 return ""
-            f.seek(max(0, size - OUTPUT_TAIL_CHARS))
+            f.seek(max(0, info.st_size - OUTPUT_TAIL_CHARS))
             return f.read(OUTPUT_TAIL_CHARS).decode(errors="replace")
 
     def _tail_note(self) -> str:

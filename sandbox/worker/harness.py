@@ -67,8 +67,11 @@ class Solution:
     anti-cheat checks that live here; what they see collects in `flags` (check name -> message).
     """
 
-    def __init__(self, task: Task, build: Build, device: Device):
+    def __init__(self, task: Task, build: Build, device: Device, inputs_copied: bool = False):
         self.task, self.build, self.device = task, build, device
+        # Inputs that crossed by value are this process's copies, which the judge never sees again: the
+        # rule that a submission leaves its inputs alone is then checked here (the judge checks shared ones).
+        self.inputs_copied = inputs_copied
         self.flags: dict[str, str] = {}
         # A distributed task's rank (`join`): the group passed to solution(), the harness's barrier.
         self.rank: int | None = None
@@ -116,9 +119,7 @@ class Solution:
 
     def _watched(self, inputs: tuple, shape: dict, outputs: tuple) -> tuple:
         gpu = self.device.mode == "gpu"
-        # Inputs that crossed by value are the worker's copies, which the judge never sees again: the
-        # rule that a submission leaves its inputs alone is checked here (and by the judge on shared ones).
-        pristine = tuple(t.clone() for t in inputs)
+        pristine = tuple(t.clone() for t in inputs) if self.inputs_copied else inputs
         if gpu:
             torch.cuda.synchronize(self.device.torch_device)
             torch.cuda.reset_peak_memory_stats(self.device.torch_device)

@@ -91,7 +91,7 @@ class _Session:
         self.last = None  # the last reply's tensors, alive until the next request: the judge maps them via IPC
 
     def op_load(self, task_id: str, build) -> None:
-        self.solution = Solution(get_task(task_id), build, resolve_device(self.device_spec))
+        self.solution = Solution(get_task(task_id), build, resolve_device(self.device_spec), self.outputs_by_value)
 
     def op_run(self, inputs: tuple, shape: dict, outputs: tuple, watch: bool = True):
         self.last = self.solution.run(inputs, shape, outputs, watch)
