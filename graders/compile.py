@@ -47,6 +47,20 @@ def detect_language(source: str) -> str:
     return "python"
 
 
+def language_mismatch(source: str, language: str) -> str | None:
+    """Why `source` cannot be `language` (CUDA sent as Triton, Python sent as CUDA, CuTe as CUDA), or None.
+
+    Only a clear sign counts: CUDA or CuTe includes and `__global__`, or Python imports and `def`."""
+    detected = detect_language(source)
+    if detected == "python" and not re.search(r"^\s*(import|from|def)\s", source, re.M):
+        return None  # no sign of Python either: let the compiler speak
+    native = {"cuda", "cute"}
+    if (language in native) == (detected in native) and not (language == "cuda" and detected == "cute"):
+        return None
+    return (f"this env takes {language}; the source looks like {detected}: send {language} source, or make the env "
+            f"(or call evaluate) with language={detected!r}, or None to detect it per submission")
+
+
 def check_language(task: Task, language: str) -> None:
     if language not in LANGUAGES:
         raise ValueError(f"language {language!r} is not one of {', '.join(LANGUAGES)}")
@@ -59,6 +73,8 @@ def check_language(task: Task, language: str) -> None:
 
 def compile_submission(task: Task, source: str, language: str, arch: str) -> Build:
     """Write or build the submission. `arch` is e.g. '90a' (the GPU's, or the CPU-mode default)."""
+    if mismatch := language_mismatch(source, language):
+        raise CompileError(mismatch)
     if language in ("triton", "python"):
         key = _digest(language, source)
         folder = cache_dir() / key

@@ -13,10 +13,12 @@ from kerneldojo.batch.leaderboard import render_leaderboard, render_store, table
 from kerneldojo.env.feedback import render_feedback
 from kerneldojo.result import EvalResult
 from kerneldojo.tasks import LANGUAGES, TaskError, broken_tasks, get_task, list_tasks
+from kerneldojo.version import __version__
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kerneldojo", description="GPU-kernel tasks, a judge and a leaderboard.")
+    parser.add_argument("--version", action="version", version=f"kerneldojo {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("tasks", help="list the tasks")
     show = commands.add_parser("show", help="print a task's prompt, reference and starter")
@@ -78,6 +80,9 @@ def cmd_show(args) -> int:
 
 def cmd_eval(args) -> int:
     task = get_task(args.task)
+    if args.file.is_dir():
+        raise ValueError(f"{args.file} is a folder; eval takes one submission file (a folder of submissions: "
+                         f"`kerneldojo batch {args.file}`)")
     if not args.file.is_file():
         raise FileNotFoundError(f"no such file: {args.file}")
     from kerneldojo.judge import Judge
