@@ -46,8 +46,9 @@ class KernelEnv(gym.Env[dict, str]):
 
     ## Starting State
     `reset(seed=...)` starts a conversation at turn 0 with no feedback. The seed seeds only the env's
-    own `np_random` (unused by the judge): the judge's input seeds are secret and fresh every step,
-    so no seed reproduces an evaluation's inputs.
+    own `np_random` (and the spaces' sampling): the observation after reset is the same whatever the
+    seed. The judge's input seeds are secret and fresh every step, so no seed reproduces an
+    evaluation's inputs or lets a submission learn them.
 
     ## Episode End
     Terminated when `stop_on_success` and a step ends `ok`; truncated after `max_turns` steps. A step
@@ -55,8 +56,11 @@ class KernelEnv(gym.Env[dict, str]):
 
     ## Arguments
     `task` (id), `language` (None: detect per submission), `device` ("auto", "cpu", "cuda:N"),
-    `max_turns` (4), `reward` (`RewardConfig`), `stop_on_success` (False), `render_mode` ("ansi"
-    returns the feedback), `judge` (share one `Judge` between envs).
+    `max_turns` (4), `reward` (a `RewardConfig`, its fields as a dict, or a preset's name: "kevin",
+    "drkernel", "kernrl"), `stop_on_success` (False), `render_mode` ("ansi" returns the feedback),
+    `limits` (seconds per worker request, e.g. `{"run": 10, "load": 60}`, and `memory` bytes and
+    `processes`: `sandbox/protocol.py` LIMITS_S has the defaults), `isolation` ("process", "docker",
+    "none"), `judge` (share one `Judge` between envs; then reward, limits and isolation are its).
 
     ## Example
         >>> import gymnasium, kerneldojo
@@ -75,10 +79,12 @@ class KernelEnv(gym.Env[dict, str]):
         language: str | None = None,
         device: str | None = "auto",
         max_turns: int = 4,
-        reward: RewardConfig | None = None,
+        reward: RewardConfig | dict | str | None = None,
         stop_on_success: bool = False,
         render_mode: str | None = None,
         judge: Judge | None = None,
+        limits: dict[str, float] | None = None,
+        isolation: str = "process",
     ):
         if max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, got {max_turns}")
@@ -88,7 +94,10 @@ class KernelEnv(gym.Env[dict, str]):
             raise ValueError(f"task {task!r} accepts {', '.join(self.task.spec.languages)}, not {language!r}")
         self.language = language
         self.max_turns, self.stop_on_success, self.render_mode = max_turns, stop_on_success, render_mode
-        self.judge = judge or Judge(device, reward=reward)
+        if judge is not None and (reward is not None or limits is not None or isolation != "process"):
+            raise ValueError("reward, limits and isolation configure the env's own judge; with judge= set them "
+                             "on that Judge")
+        self.judge = judge or Judge(device, reward=_reward_config(reward), limits=limits, isolation=isolation)
         self.action_space = SourceText(MAX_SOURCE_CHARS)
         self.observation_space = spaces.Dict({
             "prompt": SourceText(MAX_TEXT_CHARS),
@@ -142,3 +151,10 @@ class KernelEnv(gym.Env[dict, str]):
             "feedback": self._feedback,
             "turn": self._turn,
         }
+
+
+def _reward_config(reward: RewardConfig | dict | str | None) -> RewardConfig | None:
+    """`make(..., reward=...)` takes the config, its fields (`{"correct": 0.5}`) or a preset's name."""
+    if isinstance(reward, str):
+        return RewardConfig.preset(reward)
+    return RewardConfig(**reward) if isinstance(reward, dict) else reward

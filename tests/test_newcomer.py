@@ -1,5 +1,8 @@
 """What an agent and a newcomer meet first: errors they can act on, gymnasium's conventions."""
 
+import subprocess
+import sys
+
 import pytest
 import submissions as subs
 
@@ -35,3 +38,34 @@ def test_eval_on_a_folder_and_version(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"kerneldojo {kerneldojo.__version__}"
+
+
+def test_gymnasium_module_prefix_make_needs_no_import_first():
+    code = ("import sys, gymnasium\nassert 'kerneldojo' not in sys.modules\n"
+            "env = gymnasium.make('kerneldojo:kerneldojo/vector_add-v0', device='cpu', reward='kevin', "
+            "limits={'run': 5})\nobs, _ = env.reset(seed=1)\n"
+            "print(env.unwrapped.task.id, env.unwrapped.judge.reward.formula, env.unwrapped.judge.limits)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["vector_add", "kevin", "{'run':", "5}"]
+
+
+def test_make_takes_reward_limits_and_isolation():
+    env = kerneldojo.make("softmax", device="cpu", reward={"correct": 0.5}, limits={"run": 7}, isolation="none")
+    judge = env.unwrapped.judge
+    assert judge.reward.correct == 0.5 and judge.limits == {"run": 7} and judge.isolation == "none"
+    with pytest.raises(ValueError, match="unknown reward preset 'kevn'"):
+        kerneldojo.make("softmax", device="cpu", reward="kevn")
+    with pytest.raises(ValueError, match="with judge= set them on that Judge"):
+        kerneldojo.make("softmax", judge=judge, limits={"run": 1})
+
+
+def test_reset_seed_fixes_the_env_not_the_judge(cpu_judge):
+    env = kerneldojo.make("vector_add", judge=cpu_judge)
+    first, _ = env.reset(seed=1)
+    second, _ = env.reset(seed=2)
+    assert first == second  # the observation does not depend on the seed
+    env.reset(seed=1)
+    drawn = env.unwrapped.np_random.integers(1 << 30)
+    env.reset(seed=1)
+    assert env.unwrapped.np_random.integers(1 << 30) == drawn  # the env's own generator is what it fixes
