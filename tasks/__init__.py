@@ -36,7 +36,7 @@ else:  # pragma: no cover
 __all__ = [
     "C_SCALAR_TYPES", "LANGUAGES", "CParam", "Case", "CudaSpec", "Task", "TaskError", "TaskSpec", "Tolerance",
     "broken_tasks", "case_label", "get_task", "list_tasks", "load_task", "parse_signature", "starter_filename",
-    "task_folders",
+    "task_content_hash", "task_folders",
 ]  # fmt: skip
 
 TASKS_DIR = Path(__file__).parent
@@ -242,6 +242,16 @@ def _load_all() -> tuple[dict[str, Task], dict[str, TaskError]]:
 
 def _registry() -> dict[str, Task]:
     return _load_all()[0]
+
+
+def task_content_hash(task_or_folder: str | Path) -> str:
+    """The version of a task: a hash of every file in its folder (names and bytes). Results compare only
+    within one version: an edited reference, shape set or tolerance makes a new one."""
+    folder = task_or_folder if isinstance(task_or_folder, Path) else get_task(task_or_folder).folder
+    h = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def task_folders() -> list[str]:
