@@ -23,5 +23,11 @@ def render_feedback(result: EvalResult) -> str:
             lines.append(row)
         if result.speedup is not None:
             lines.append(f"Speedup over eager PyTorch (geometric mean): {result.speedup:.2f}x")
+    if result.reused:
+        lines.append("Reused: an identical submission was evaluated before on this device and software; "
+                     "this is its result (pass retime=True to measure again).")
+    elif result.phases:
+        spent = ", ".join(f"{name.replace('_', ' ')} {s:.2f}" for name, s in result.phases.items() if s >= 0.005)
+        lines.append(f"Judged in {result.wall_s:.2f} s" + (f" ({spent})" if spent else "") + ".")
     lines.append(f"Reward: {result.reward:.3f}")
     return "\n".join(lines)

@@ -6,8 +6,11 @@ waited for. The host's launch overhead stays out of the window: the GPU is held 
 until the host has queued the whole call (`HostGate`). Calls rotate over several input sets (one
 zero-argument call each); `prepare(i)` runs before call i, outside the timed window (the judge's
 harness refreshes a reused input set there).
-Repetition stops when the relative standard error of the mean falls under `target_rse`, or when
-the time budget or the run cap is reached; the median is the figure reported.
+Repetition stops on a statistical rule: once the distribution-free 95% confidence interval of the
+median (order statistics, `median_ci`) lies within ±`ci_rel` of the median (1%), or when the time
+budget or the run cap is reached, after at least `min_runs`; the median is the figure reported, with
+that interval. `gpu_state` reads the GPU's clocks, temperature and throttle reasons through NVML,
+which the judge records before and after each timed case: clocks cannot be locked everywhere.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from kerneldojo.result import TimeStats
+from kerneldojo.result import GPUState, TimeStats
 
 # The gate opens by itself after this long: a call that waits for the GPU (say, `.item()`) would
 # otherwise deadlock against it; such a call's window then includes its host time, as it should.
@@ -45,7 +48,7 @@ def time_calls(
     min_runs: int = 10,
     max_runs: int = 500,
     budget_s: float = 2.0,
-    target_rse: float = 0.005,
+    ci_rel: float = 0.01,
     prepare: Callable[[int], None] | None = None,
     before_start: Callable[[], None] | None = None,
 ) -> TimeStats:
@@ -73,7 +76,7 @@ def time_calls(
         gate.open()
         torch.cuda.synchronize(device)
         times.append(start.elapsed_time(end))
-        if len(times) >= min_runs and (_rse(times) < target_rse or time.perf_counter() > deadline):
+        if len(times) >= min_runs and (_ci_within(times, ci_rel) or time.perf_counter() > deadline):
             break
     return summarize(times)
 
@@ -152,11 +155,70 @@ def _gate_kernel():
 
 def summarize(times_ms: Sequence[float]) -> TimeStats:
     q = statistics.quantiles(times_ms, n=4) if len(times_ms) > 1 else [times_ms[0]] * 3
+    low, high = median_ci(times_ms)
     return TimeStats(
         median_ms=statistics.median(times_ms), mean_ms=statistics.fmean(times_ms),
         min_ms=min(times_ms), max_ms=max(times_ms), iqr_ms=q[2] - q[0], runs=len(times_ms),
+        ci_low_ms=low, ci_high_ms=high,
     )  # fmt: skip
 
 
-def _rse(times: Sequence[float]) -> float:
-    return statistics.stdev(times) / (len(times) ** 0.5 * statistics.fmean(times))
+def median_ci(times_ms: Sequence[float], z: float = 1.96) -> tuple[float, float]:
+    """The 95% confidence interval of the median without assuming a distribution: the order statistics
+    n/2 ∓ z·√n/2 (the normal approximation of the binomial), clamped to the sample."""
+    ordered, n = sorted(times_ms), len(times_ms)
+    half = z * math.sqrt(n) / 2
+    return ordered[max(0, math.floor(n / 2 - half))], ordered[min(n - 1, math.ceil(n / 2 + half) - 1)]
+
+
+def _ci_within(times_ms: Sequence[float], rel: float) -> bool:
+    low, high = median_ci(times_ms)
+    median = statistics.median(times_ms)
+    return low >= median * (1 - rel) and high <= median * (1 + rel)
+
+
+# NVML's clock-event (throttle) reason bits, by the names nvidia-smi prints.
+THROTTLE_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+                    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+                    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting"}
+
+
+def gpu_state(device) -> GPUState | None:
+    """The GPU's clocks, temperature, power and throttle reasons now (NVML); None in CPU mode or without NVML.
+    `device`: a `sandbox.device.Device` or a torch CUDA device."""
+    torch_device = getattr(device, "torch_device", device)
+    if getattr(torch_device, "type", None) != "cuda":
+        return None
+    try:
+        handle = _nvml_handle(torch_device.index if torch_device.index is not None else torch.cuda.current_device())
+    except Exception:
+        return None
+    import pynvml
+
+    def read(fn, *args):
+        try:
+            return fn(handle, *args)
+        except Exception:  # a reading this GPU or driver does not offer
+            return None
+
+    mask = read(getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons) or 0
+    power = read(pynvml.nvmlDeviceGetPowerUsage)
+    return GPUState(
+        sm_clock_mhz=read(pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM),
+        memory_clock_mhz=read(pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_MEM),
+        temperature_c=read(pynvml.nvmlDeviceGetTemperature, pynvml.NVML_TEMPERATURE_GPU),
+        power_w=power / 1000 if power is not None else None,
+        throttle_reasons=[name for bit, name in THROTTLE_REASONS.items() if mask & bit],
+    )  # fmt: skip
+
+
+@functools.cache
+def _nvml_handle(index: int):
+    """NVML numbers GPUs without CUDA_VISIBLE_DEVICES: find torch's device `index` by its PCI bus id."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    props = torch.cuda.get_device_properties(index)
+    bus_id = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    return pynvml.nvmlDeviceGetHandleByPciBusId(bus_id.encode())

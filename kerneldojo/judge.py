@@ -7,6 +7,7 @@ The judge draws the seeds, makes the inputs, runs the reference and compares; on
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -31,7 +32,7 @@ from kerneldojo.graders.correctness import (
 )  # fmt: skip
 from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.graders.roofline import datasheet_peaks, floor_ms, measured_peaks
-from kerneldojo.graders.timing import POOL_SETS, pool_size, time_calls
+from kerneldojo.graders.timing import POOL_SETS, gpu_state, pool_size, time_calls
 from kerneldojo.result import CaseTiming, EvalResult, ProfileStats, TimeStats, Versions
 from kerneldojo.sandbox.backends import BACKENDS, check_isolation
 from kerneldojo.sandbox.device import Device, resolve_device, synchronize
@@ -129,9 +130,9 @@ class Judge:
         return result
 
     def _grade(self, task: Task, source: str, language: str, result: EvalResult) -> None:
-        t0 = time.perf_counter()
-        build = compile_submission(task, source, language, self.device.arch)
-        result.compile_s = time.perf_counter() - t0
+        with _phase(result, "compile"):
+            build = compile_submission(task, source, language, self.device.arch)
+        result.compile_s = result.phases["compile"]
         if build.libraries and self.device.mode == "cpu":
             result.status = "compiled"
             result.messages.append(f"compiled for sm_{self.device.arch}; not run: CPU mode has no GPU")
@@ -139,16 +140,23 @@ class Judge:
         if task.spec.distributed:  # before any reference is timed: where it cannot run, say so at once
             devices = self._rank_devices(task)
         if self.timed:  # before any submission code runs, so nothing it leaves behind can slow the reference
-            reference_times = {str(case): self._reference_times_for(task, case) for case in task.cases("bench")}
-        if task.spec.distributed:
-            solution = self._collective(task, build, devices)
-        else:
-            solution = BACKENDS[self.isolation](task, build, self.device, self.limits, self.docker)
+            with _phase(result, "reference"):
+                reference_times = {str(case): self._reference_times_for(task, case) for case in task.cases("bench")}
+        with _phase(result, "worker_start"):
+            if task.spec.distributed:
+                solution = self._collective(task, build, devices)
+            else:
+                solution = BACKENDS[self.isolation](task, build, self.device, self._limits_for(task), self.docker)
+        # The backend says how much of its start-up was the submission's own load (the rest: the worker).
+        load_s = min(max(float(getattr(solution, "load_s", 0.0) or 0.0), 0.0), result.phases["worker_start"])
+        result.phases["worker_start"] -= load_s
+        result.phases["load"] = load_s
         try:
             try:
-                self._check(task, solution, result)
+                with _phase(result, "correctness"):
+                    self._check(task, solution, result)
                 if self.timed:
-                    self._time(task, solution, result, reference_times)
+                    self._time(task, solution, result, reference_times)  # its phases: timing, profile, recheck
             except (Flagged, SubmissionTimeout):
                 raise
             except Exception:
@@ -163,6 +171,9 @@ class Judge:
             solution.close()
         if self.device.mode == "cpu":
             result.messages.append(CPU_MODE_NOTE)
+
+    def _limits_for(self, task: Task) -> dict[str, float] | None:
+        return self.limits
 
     def _rank_devices(self, task: Task) -> list[torch.device]:
         """A distributed task's devices, one per rank: the judge's GPU and the ones after it (CPU mode: CPU)."""
@@ -214,15 +225,21 @@ class Judge:
             template = task.expected(*inputs, shape=shape)
             set_bytes = sum(t.nbytes for t in (*inputs, *template))
             sets = pool_size(set_bytes, self.device.l2_bytes)
+            before, started = gpu_state(self.device), time.perf_counter()
             timed = solution.time(shape, [secrets.randbits(31) for _ in range(sets)],
                                   [(tuple(t.shape), t.dtype) for t in template], self.device.l2_bytes,
                                   self.timing_budget_s)
-            self._recheck_timed_outputs(task, case, timed)
+            after, spent = gpu_state(self.device), time.perf_counter() - started
+            profile_s = min(max(float(getattr(timed, "profile_s", 0.0) or 0.0), 0.0), spent)  # the worker's word
+            _add(result, "timing", spent - profile_s)
+            _add(result, "profile", profile_s)
+            with _phase(result, "recheck"):
+                self._recheck_timed_outputs(task, case, timed)
             flops, moved = task.reference.flops(shape), task.reference.bytes_moved(shape)
             eager, compiled = reference_times[str(case)]
             timing = CaseTiming(
                 case=str(case), submission=timed.stats, profile=timed.profile, eager=eager, compiled=compiled,
-                floor_ms=floor_ms(flops, moved, case.dtype, peaks),
+                floor_ms=floor_ms(flops, moved, case.dtype, peaks), gpu_before=before, gpu_after=after,
             )  # fmt: skip
             result.timings.append(timing)
             _check_timing(task, timing, floor_ms(flops, moved, case.dtype, sheet))
@@ -328,6 +345,20 @@ def _perturbed(inputs: tuple) -> tuple:
             copy.view(bits)[where] = torch.where(unchanged, moved + nudge, moved).to(t.dtype).view(bits)
         out.append(copy)
     return tuple(out)
+
+
+@contextlib.contextmanager
+def _phase(result: EvalResult, name: str):
+    """Adds the block's wall time to `result.phases[name]`, also when it raises."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        _add(result, name, time.perf_counter() - started)
+
+
+def _add(result: EvalResult, name: str, seconds: float) -> None:
+    result.phases[name] = result.phases.get(name, 0.0) + seconds
 
 
 def _on(device: Device, torch_device: torch.device) -> Device:

@@ -42,6 +42,8 @@ class TimeStats(BaseModel):
     max_ms: float
     iqr_ms: float = Field(description="interquartile range, the spread")
     runs: int
+    ci_low_ms: float | None = Field(None, description="95% confidence interval of the median, lower end")
+    ci_high_ms: float | None = Field(None, description="95% confidence interval of the median, upper end")
 
 
 class KernelRecord(BaseModel):
@@ -64,6 +66,16 @@ class ProfileStats(BaseModel):
     kernels: list[KernelRecord] = Field([], description="the largest kernels by time")
 
 
+class GPUState(BaseModel):
+    """The GPU as NVML saw it just before or after a case was timed (clocks cannot be locked everywhere)."""
+
+    sm_clock_mhz: int | None = None
+    memory_clock_mhz: int | None = None
+    temperature_c: int | None = None
+    power_w: float | None = None
+    throttle_reasons: list[str] = Field([], description="NVML's clock-event reasons active, by name")
+
+
 class CaseTiming(BaseModel):
     case: str
     submission: TimeStats = Field(description="CUDA events around each call, cold L2, device synchronized")
@@ -71,6 +83,8 @@ class CaseTiming(BaseModel):
     eager: TimeStats | None = None
     compiled: TimeStats | None = Field(None, description="the reference under torch.compile")
     floor_ms: float | None = Field(None, description="max(flops / peak flops, bytes / peak bandwidth), measured peaks")
+    gpu_before: GPUState | None = Field(None, description="NVML before the timed runs (None in CPU mode)")
+    gpu_after: GPUState | None = Field(None, description="NVML after the timed runs and the profile")
 
     @property
     def scored_ms(self) -> float:
@@ -99,6 +113,20 @@ class Versions(BaseModel):
     cuda_driver: str | None = None
 
 
+# Where an evaluation's time went (`EvalResult.phases`, seconds; a phase that did not happen is absent).
+PHASES: dict[str, str] = {
+    "queue": "waiting for a pool slot (batch evaluation only)",
+    "compile": "writing the source, or nvcc building it (a build-cache hit is near 0)",
+    "reference": "timing the reference, when its time was not cached yet",
+    "worker_start": "taking a pre-started worker, and waiting for it to finish starting when it was not ready",
+    "load": "the worker importing or loading the submission (Triton's JIT happens at its first run)",
+    "correctness": "running the test shapes for every seed and comparing (includes JIT at each new shape)",
+    "timing": "the timed runs of every bench shape",
+    "profile": "the profiled calls after the timing (own-kernel share, vendor kernels, streams)",
+    "recheck": "checking the timed runs' last outputs against the reference",
+}
+
+
 class EvalResult(BaseModel):
     schema_version: int = SCHEMA_VERSION
     task: str
@@ -120,6 +148,8 @@ class EvalResult(BaseModel):
     checks_fired: list[str] = []
     compile_s: float = 0.0
     wall_s: float = 0.0
+    phases: dict[str, float] = Field({}, description="seconds per phase of the evaluation: see `PHASES`")
+    reused: bool = Field(False, description="answered from the result cache: an identical earlier evaluation")
     versions: Versions
     reward: float = 0.0
 
@@ -129,7 +159,7 @@ class EvalResult(BaseModel):
 
     # How long the judge itself took is not part of the verdict: two evaluations that agree on
     # everything else are equal (gymnasium's determinism check compares step infos this way).
-    _JUDGE_CLOCKS = frozenset({"wall_s", "compile_s"})
+    _JUDGE_CLOCKS = frozenset({"wall_s", "compile_s", "phases", "reused"})
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, EvalResult):

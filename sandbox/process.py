@@ -71,6 +71,7 @@ class WorkerSolution:
         self.limits = {**LIMITS_S, **(limits or {})}
         self._shapes_run: set[tuple] = set()
         self._worker = _take_worker(device, self.limits)
+        self.load_s = 0.0  # what the worker says its load took (the judge clamps it to the wall time)
         self._load(task, build)
         # What the worker could set up around itself (namespaces, limits), for the judge to log.
         self.protections = self._worker.protections()
@@ -78,7 +79,8 @@ class WorkerSolution:
     def _load(self, task: Task, build: Build) -> None:
         """The build's files travel inside the request (`protocol.dumps`): the worker sees no build cache."""
         try:
-            self._call("load", task.id, build)
+            load_s = self._call("load", task.id, build)
+            self.load_s = load_s if isinstance(load_s, float) and math.isfinite(load_s) else 0.0
         except BaseException:  # a submission that fails at import takes its worker with it
             self._worker.stop()
             raise

@@ -118,6 +118,7 @@ class TimedRuns:
     profile: ProfileStats | None
     seeds: list[int]
     outputs: list[tuple]
+    profile_s: float = 0.0  # of the request's time, the profile's (the rest timed the calls)
 
 
 class SubmissionHandle(Protocol):

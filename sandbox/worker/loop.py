@@ -17,6 +17,7 @@ import resource
 import signal
 import socket
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -90,8 +91,11 @@ class _Session:
         self.solution: Solution | None = None
         self.last = None  # the last reply's tensors, alive until the next request: the judge maps them via IPC
 
-    def op_load(self, task_id: str, build) -> None:
+    def op_load(self, task_id: str, build) -> float:
+        """Returns the seconds the load took, for the judge's phase breakdown (the rest was the worker's start)."""
+        started = time.perf_counter()
         self.solution = Solution(get_task(task_id), build, resolve_device(self.device_spec), self.outputs_by_value)
+        return time.perf_counter() - started
 
     def op_run(self, inputs: tuple, shape: dict, outputs: tuple, watch: bool = True):
         self.last = self.solution.run(inputs, shape, outputs, watch)
