@@ -7,11 +7,19 @@ STAMP := $(VENV)/.kerneldojo-installed
 
 .PHONY: demo test lint setup clean
 
+# The first install takes minutes (torch alone is large): each step says what it does, and pip prints
+# a line per package it collects (--progress-bar off keeps bars out of logs).
+PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar off
+
 $(STAMP): pyproject.toml
+	@echo "kerneldojo setup [1/3]: creating $(VENV)"
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check "$(TORCH)"
-	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev,cute]"
+	@echo "kerneldojo setup [2/3]: installing $(TORCH) (the largest download)"
+	$(PIP) "$(TORCH)"
+	@echo "kerneldojo setup [3/3]: installing kerneldojo and its dev, cute and test dependencies"
+	$(PIP) -e ".[dev,cute]"
 	touch $(STAMP)
+	@echo "kerneldojo setup: done"
 
 setup: $(STAMP)
 

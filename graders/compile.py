@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import os
 import re
+import resource
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from kerneldojo.sandbox.device import cuda_tool
@@ -26,7 +29,13 @@ EXPORT_FLAGS = ("-Xcompiler", "-fno-gnu-unique", "-Xlinker", "--version-script=e
 EXPORTS_MAP = "{ global: solution; local: *; };\n"
 # Forced includes do not shift the submission's line numbers, unlike a prepended prelude.
 NVCC_INCLUDES = ("-include", "cuda_fp16.h", "-include", "cuda_bf16.h")
-COMPILE_TIMEOUT_S = 180
+# An honest build is bounded by the CPU time each compiler process (nvcc, cicc, ptxas) may use, which a
+# loaded machine does not inflate; the wall clock only backs that up, generously, for a machine that
+# is shared. A long build says, every PROGRESS_EVERY_S, what it is building and for how long so far.
+COMPILE_CPU_S = 300
+COMPILE_WALL_S = 1200
+PROGRESS_EVERY_S = 20
+log = logging.getLogger("kerneldojo.build")
 
 
 def cache_dir() -> Path:
@@ -109,7 +118,7 @@ def _build_native(task: Task, source: str, language: str, arch: str) -> Build:
         library = cache_dir() / key / "submission.so"
         if not library.exists():
             all_cached = False
-            _run_nvcc(nvcc, source, flags, library)
+            _run_nvcc(nvcc, source, flags, library, f"{task.id} ({language}, {dtype})")
         libraries[dtype] = library
     return Build(language, cache_dir() / key / "submission.cu", libraries, cached=all_cached)
 
@@ -122,22 +131,36 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _run_nvcc(nvcc: str, source: str, flags: list[str], library: Path) -> None:
+def _run_nvcc(nvcc: str, source: str, flags: list[str], library: Path, what: str) -> None:
     library.parent.mkdir(parents=True, exist_ok=True)
     _write_atomically(library.with_name("submission.cu"), source)
     _write_atomically(library.with_name("exports.map"), EXPORTS_MAP)
     # Build beside the target and rename, so a concurrent or interrupted build never leaves half a file.
     with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
         out = Path(tmp) / "submission.so"
-        try:
-            proc = subprocess.run(
-                [nvcc, *flags, "submission.cu", "-o", str(out)],
-                cwd=library.parent, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
-            )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            raise CompileError(f"nvcc ran past {COMPILE_TIMEOUT_S} s; simplify the templates or unrolling") from None
+        proc = subprocess.Popen([nvcc, *flags, "submission.cu", "-o", str(out)], cwd=library.parent,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # Set after the start, not in a preexec_fn (unsafe in the pool's threads): nvcc forks its
+        # compilers only after preprocessing, and they inherit the limit.
+        resource.prlimit(proc.pid, resource.RLIMIT_CPU, (COMPILE_CPU_S, COMPILE_CPU_S + 5))
+        started = time.monotonic()
+        while True:
+            try:
+                output, _ = proc.communicate(timeout=PROGRESS_EVERY_S)
+                break
+            except subprocess.TimeoutExpired:
+                elapsed = time.monotonic() - started
+                if elapsed > COMPILE_WALL_S:
+                    proc.kill()
+                    proc.communicate()
+                    raise CompileError(f"nvcc ran past {COMPILE_WALL_S} s of wall-clock time building {what} (the "
+                                       f"machine may be overloaded); simplify the templates or unrolling") from None
+                log.info("building %s with nvcc (%s): %.0f s so far", what, library.parent / "submission.cu", elapsed)
         if proc.returncode != 0:
-            raise CompileError(_clean_nvcc_output(proc.stderr + proc.stdout, library.parent))
+            if proc.returncode in (-9, -24) or re.search(r"signal (9|24)\b", output):  # SIGKILL, SIGXCPU
+                raise CompileError(f"nvcc was stopped building {what}: a compiler process used more than "
+                                   f"{COMPILE_CPU_S} s of CPU time; simplify the templates or unrolling")
+            raise CompileError(_clean_nvcc_output(output, library.parent))
         os.replace(out, library)
 
 

@@ -4,6 +4,7 @@ is done by the API (`kerneldojo.evaluate`), the linter, and `kerneldojo.batch`."
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 from kerneldojo.baselines import shipped_solutions
 from kerneldojo.batch.leaderboard import render_leaderboard, render_store, table
 from kerneldojo.env.feedback import render_feedback
-from kerneldojo.result import EvalResult
+from kerneldojo.result import STATUS_MEANING, EvalResult
 from kerneldojo.tasks import LANGUAGES, TaskError, broken_tasks, get_task, list_tasks
 from kerneldojo.version import __version__
 
@@ -51,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     board = commands.add_parser("leaderboard", help="best correct result per task and GPU, from a store")
     board.add_argument("store", type=Path)
     args = parser.parse_args(argv)
+    _show_build_progress()
     try:
         command = {"tasks": cmd_tasks, "show": cmd_show, "eval": cmd_eval, "lint": cmd_lint, "demo": cmd_demo,
                    "batch": cmd_batch, "leaderboard": cmd_leaderboard}
@@ -58,6 +60,16 @@ def main(argv: list[str] | None = None) -> int:
     except (TaskError, ValueError, FileNotFoundError) as e:
         print(f"kerneldojo: error: {e}", file=sys.stderr)
         return 2
+
+
+def _show_build_progress() -> None:
+    """A long nvcc build says what it is building and for how long so far (graders/compile.py logs it)."""
+    build_log = logging.getLogger("kerneldojo.build")
+    if not build_log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("  %(message)s"))
+        build_log.addHandler(handler)
+        build_log.setLevel(logging.INFO)
 
 
 def cmd_tasks(args) -> int:
@@ -134,12 +146,23 @@ def cmd_demo(args) -> int:
             if outcome.error is not None:
                 raise outcome.error
             task_id, language, _ = solutions[outcome.tag]
-            print(f"  {task_id:<12} {language:<7} {outcome.result.summary()}", file=sys.stderr, flush=True)
-            done[outcome.tag] = outcome.result
-    records = [{"label": f"{solutions[i][2].parent.name}/{solutions[i][2].name}", **done[i].model_dump(mode="json")}
-               for i in sorted(done)]
+            result = outcome.result
+            why = f": {_why(result)}" if result.status not in ("ok", "compiled") else ""
+            print(f"  {task_id:<12} {language:<7} {result.summary()}{why}", file=sys.stderr, flush=True)
+            done[outcome.tag] = result
+    labels = {i: f"{solutions[i][2].parent.name}/{solutions[i][2].name}" for i in done}
+    records = [{"label": labels[i], **done[i].model_dump(mode="json")} for i in sorted(done)]
     print(render_leaderboard(records))
-    return 0 if all(r.status in ("ok", "compiled") for r in done.values()) else 1
+    failed = [i for i in sorted(done) if done[i].status not in ("ok", "compiled")]
+    for i in failed:  # the table shows each task's best; a shipped solution that failed says why here
+        print(f"{labels[i]}: {done[i].status}: {_why(done[i])}")
+    return 1 if failed else 0
+
+
+def _why(result: EvalResult) -> str:
+    """The first line of a result's first message: why it is not ok."""
+    lines = next(iter(result.messages), "").strip().splitlines()
+    return lines[0][:160] if lines else STATUS_MEANING[result.status]
 
 
 def cmd_batch(args) -> int:

@@ -1,5 +1,7 @@
 """What an agent and a newcomer meet first: errors they can act on, gymnasium's conventions."""
 
+import logging
+import re
 import subprocess
 import sys
 
@@ -8,7 +10,9 @@ import submissions as subs
 
 import kerneldojo
 from kerneldojo.cli import main
+from kerneldojo.graders import compile as compile_mod
 from kerneldojo.graders.compile import language_mismatch
+from kerneldojo.sandbox.protocol import CompileError
 
 
 def test_language_mismatch_names_both_languages():
@@ -69,3 +73,26 @@ def test_reset_seed_fixes_the_env_not_the_judge(cpu_judge):
     drawn = env.unwrapped.np_random.integers(1 << 30)
     env.reset(seed=1)
     assert env.unwrapped.np_random.integers(1 << 30) == drawn  # the env's own generator is what it fixes
+
+
+def _fake_nvcc(tmp_path, body: str) -> str:
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\n{body}\n")
+    nvcc.chmod(0o755)
+    return str(nvcc)
+
+
+def test_a_long_build_says_what_and_how_long(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(compile_mod, "PROGRESS_EVERY_S", 0.1)
+    nvcc = _fake_nvcc(tmp_path, 'sleep 0.5; for a; do out="$a"; done; touch "$out"')  # -o OUT comes last
+    with caplog.at_level(logging.INFO, logger="kerneldojo.build"):
+        compile_mod._run_nvcc(nvcc, "src", [], tmp_path / "b" / "submission.so", "matmul (cute, float32)")
+    assert (tmp_path / "b" / "submission.so").exists()
+    assert re.search(r"building matmul \(cute, float32\) with nvcc \(.*submission.cu\): \d s so far", caplog.text)
+
+
+def test_the_build_limit_is_cpu_time_not_wall_clock(tmp_path, monkeypatch):
+    monkeypatch.setattr(compile_mod, "COMPILE_CPU_S", 1)
+    nvcc = _fake_nvcc(tmp_path, "sleep 2; while :; do :; done")  # sleeping is free; spinning is not
+    with pytest.raises(CompileError, match="used more than 1 s of CPU time"):
+        compile_mod._run_nvcc(nvcc, "src", [], tmp_path / "b" / "submission.so", "matmul (cute, float32)")
