@@ -31,7 +31,12 @@ $(VENV)/.kerneldojo-docker-sdk: $(STAMP)
 	$(PY) -m pip install -q --disable-pip-version-check "docker>=7.0"
 	touch $@
 
-test: $(STAMP) $(VENV)/.kerneldojo-docker-sdk
+# The service's and Ray's tests need the `serve` and `ray` extras (Ray is large: the demo does without).
+$(VENV)/.kerneldojo-serve-ray: $(STAMP) pyproject.toml
+	$(PIP) -q -e ".[serve,ray]"
+	touch $@
+
+test: $(STAMP) $(VENV)/.kerneldojo-docker-sdk $(VENV)/.kerneldojo-serve-ray
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
 

@@ -1,4 +1,4 @@
-"""The `kerneldojo` command: tasks, show, eval, lint, demo, batch, leaderboard. It parses and prints; the work
+"""The `kerneldojo` command: tasks, show, eval, lint, demo, batch, leaderboard, serve. It parses and prints; the work
 is done by the API (`kerneldojo.evaluate`), the linter, and `kerneldojo.batch`."""
 
 from __future__ import annotations
@@ -49,13 +49,29 @@ def main(argv: list[str] | None = None) -> int:
                        help="auto (default: every GPU, else CPU slots), all, cuda:0,cuda:2, 0,2, cpu, cpu:N")
     batch.add_argument("--out", type=Path, default=Path("results.jsonl"), help="the store; reruns resume it")
     batch.add_argument("--compile-workers", type=int, help="parallel nvcc builds (default: the CPU cores)")
+    batch.add_argument("--backend", choices=("local", "ray"), default="local",
+                       help="local: this host's GPUs; ray: a judge actor per GPU of a Ray cluster (--devices: auto, "
+                       "gpu, cpu, cpu:N)")
+    batch.add_argument("--address", help="the Ray cluster (ray.init's address; default: start or join a local one)")
     board = commands.add_parser("leaderboard", help="best correct result per task and GPU, from a store")
     board.add_argument("store", type=Path)
+    serve = commands.add_parser("serve", help="the judge as an HTTP service (docs/service.md)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--state-dir", type=Path, default=Path("kerneldojo-service"),
+                       help="the job log, and the result store unless --store")
+    serve.add_argument("--store", type=Path, help="the result store (default: STATE_DIR/results.jsonl)")
+    serve.add_argument("--tokens", help="token file (TOML or JSON; docs/service.md); default: $KERNELDOJO_TOKENS, "
+                       "else no authentication")
+    serve.add_argument("--backend", choices=("local", "ray"), default="local")
+    serve.add_argument("--devices", default="auto", help="as for batch")
+    serve.add_argument("--address", help="the Ray cluster, with --backend ray")
+    serve.add_argument("--max-request-bytes", type=int, default=1 << 20)
     args = parser.parse_args(argv)
     _show_build_progress()
     try:
         command = {"tasks": cmd_tasks, "show": cmd_show, "eval": cmd_eval, "lint": cmd_lint, "demo": cmd_demo,
-                   "batch": cmd_batch, "leaderboard": cmd_leaderboard}
+                   "batch": cmd_batch, "leaderboard": cmd_leaderboard, "serve": cmd_serve}
         return command[args.command](args)
     except (TaskError, ValueError, FileNotFoundError) as e:
         print(f"kerneldojo: error: {e}", file=sys.stderr)
@@ -169,9 +185,16 @@ def cmd_batch(args) -> int:
     from kerneldojo.batch import load_submissions, run_batch
     from kerneldojo.batch.pool import GPUPool, parse_devices
 
-    parse_devices(args.devices)  # a bad device list fails before anything is read
-    subs = load_submissions(args.submissions)
-    with GPUPool(args.devices, compile_workers=args.compile_workers) as pool:
+    if args.backend == "ray":
+        from kerneldojo.batch.ray_pool import RayPool
+
+        subs = load_submissions(args.submissions)
+        pool = RayPool(args.devices, address=args.address, compile_workers=args.compile_workers)
+    else:
+        parse_devices(args.devices)  # a bad device list fails before anything is read
+        subs = load_submissions(args.submissions)
+        pool = GPUPool(args.devices, compile_workers=args.compile_workers)
+    with pool:
         print(f"kerneldojo: {len(subs)} submissions on {pool.describe()} -> {args.out}", file=sys.stderr)
         summary = run_batch(subs, args.out, pool, progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(f"kerneldojo: {summary.evaluated} evaluated, {summary.skipped} already in {args.out}, "
@@ -182,6 +205,23 @@ def cmd_batch(args) -> int:
 
 def cmd_leaderboard(args) -> int:
     print(render_store(args.store))
+    return 0
+
+
+def cmd_serve(args) -> int:
+    from kerneldojo.service import ServiceConfig, load_tokens
+    from kerneldojo.service.config import tokens_from_env
+
+    try:
+        from kerneldojo.service import serve
+    except ImportError:
+        raise ValueError("the service needs FastAPI and uvicorn: pip install 'kerneldojo[serve]'") from None
+    tokens = load_tokens(args.tokens) if args.tokens else tokens_from_env()
+    if not tokens:
+        print("kerneldojo: no tokens configured: every caller is 'anonymous' (see docs/service.md)", file=sys.stderr)
+    serve(ServiceConfig(state_dir=args.state_dir, store=args.store, backend=args.backend, devices=args.devices,
+                        ray_address=args.address, tokens=tokens, max_request_bytes=args.max_request_bytes),
+          host=args.host, port=args.port)  # fmt: skip
     return 0
 
 

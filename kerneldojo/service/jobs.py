@@ -1,0 +1,223 @@
+"""The service's jobs: one per submitted evaluation, logged before it is acknowledged, run on an executor,
+its result appended to the ResultStore.
+
+The job log (`<state_dir>/jobs.jsonl`) gets a synced line when a job is queued and when it ends. On
+start the log is replayed: a job that ended keeps its verdict (read back from the store), and a job
+still queued or running when the service died runs again, unless the store already holds a result
+for the same submission (task, language and exact source): a result is appended to the store before
+its job's end is logged, so a kill between the two loses nothing and evaluates nothing twice.
+Identical submissions share one evaluation: a later one reuses the stored verdict, or waits for the
+one in flight.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import json
+import os
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from kerneldojo.batch import Submission, record_of
+from kerneldojo.batch.store import ResultStore
+from kerneldojo.result import EvalResult
+
+# What a job's view and the log hold; `record` and `error` are filled when it ends.
+LOGGED = ("id", "task", "language", "source", "label", "hash", "owner", "public", "batch", "created")
+
+
+class Executor(Protocol):
+    """What runs evaluations: `GPUPool` (this host's GPUs or CPU slots) or `RayPool` (judge actors)."""
+
+    def submit(self, task: str, source: str, language: str | None = None) -> cf.Future: ...
+
+    def describe(self) -> str: ...
+
+    def close(self, wait: bool = True) -> None: ...
+
+    def __len__(self) -> int: ...
+
+
+@dataclass
+class Job:
+    id: str
+    task: str
+    language: str
+    source: str
+    label: str
+    hash: str
+    owner: str
+    public: bool = False
+    batch: str | None = None
+    created: float = field(default_factory=time.time)
+    state: str = "queued"  # queued -> running -> done | failed (the judge itself failed: nothing stored)
+    record: dict | None = None  # the store's record of the verdict
+    reused: bool = False  # the verdict of an earlier identical submission
+    error: str | None = None
+    started: float | None = None
+    finished: float | None = None
+    ended: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def view(self, viewer: str | None) -> dict:
+        """What a caller sees: the source only for its owner, or when the owner made it public."""
+        out = {k: getattr(self, k) for k in (*LOGGED, "state", "reused", "error", "started", "finished")}
+        out["result"] = None if self.record is None else {k: v for k, v in self.record.items()
+                                                           if k not in ("owner", "public", "job")}  # fmt: skip
+        if not (self.public or viewer == self.owner):
+            out["source"] = None
+        return out
+
+
+class Metrics(Protocol):
+    def queued(self, depth: int, running: int) -> None: ...
+
+    def ended(self, job: Job, result: EvalResult | None) -> None:
+        """`job` is done (its verdict `result`, or an earlier one when `job.reused`) or failed."""
+
+
+class JobQueue:
+    """Jobs in arrival order over an executor; `in_flight` of them on it at once. Thread-safe."""
+
+    def __init__(self, state_dir: Path, store: ResultStore, executor: Executor, in_flight: int,
+                 metrics: Metrics | None = None):  # fmt: skip
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.executor, self.in_flight, self.metrics = executor, max(1, in_flight), metrics
+        self.jobs: dict[str, Job] = {}
+        self._pending: deque[Job] = deque()
+        self._running: dict[str, list[Job]] = {}  # hash -> the jobs waiting for its evaluation
+        self._lock = threading.RLock()
+        self._stack = contextlib.ExitStack()
+        self._append_result = self._stack.enter_context(store.writer())  # held while the service runs
+        self._verdicts: dict[str, dict] = {}  # hash -> the store's record of it
+        for record in store.records():
+            if record.get("hash"):
+                self._verdicts[record["hash"]] = record
+        self._log_path = state_dir / "jobs.jsonl"
+        self._replay()
+        self._log = open(self._log_path, "a", encoding="utf-8")  # noqa: SIM115  (closed by close())
+        self._stack.callback(self._log.close)
+        with self._lock:
+            for job in [j for j in self.jobs.values() if j.state == "queued"]:
+                self._start(job)
+            self._dispatch()
+
+    # -- the log ----------------------------------------------------------------------------
+
+    def _replay(self) -> None:
+        if not self._log_path.exists():
+            return
+        with open(self._log_path, "rb") as f:
+            lines = f.read().split(b"\n")
+        for raw in lines[:-1]:  # the last piece is "" or a line cut short by a kill
+            try:
+                entry = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            op = entry.pop("op", None)
+            if op == "queued":
+                self.jobs[entry["id"]] = Job(**{k: entry[k] for k in LOGGED})
+            elif op in ("done", "failed") and (job := self.jobs.get(entry.get("id"))):
+                job.state, job.error, job.finished = op, entry.get("error"), entry.get("at")
+                job.reused = bool(entry.get("reused"))
+                job.record = self._verdicts.get(job.hash) if op == "done" else None
+                job.ended.set()
+        if lines[-1]:  # drop the torn line so appends start on a fresh one
+            with open(self._log_path, "r+b") as f:
+                f.truncate(len(b"\n".join(lines[:-1])) + (1 if len(lines) > 1 else 0))
+
+    def _write(self, entry: dict) -> None:
+        self._log.write(json.dumps(entry, separators=(",", ":")) + "\n")
+        self._log.flush()
+        os.fsync(self._log.fileno())
+
+    # -- submitting -------------------------------------------------------------------------
+
+    def submit(self, sub: Submission, owner: str, public: bool = False, batch: str | None = None) -> Job:
+        job = Job(uuid.uuid4().hex[:16], sub.task, sub.language, sub.source, sub.label, sub.hash, owner, public, batch)
+        with self._lock:
+            self.jobs[job.id] = job
+            self._write({"op": "queued", **{k: v for k, v in asdict(job).items() if k in LOGGED}})
+            self._start(job)
+            self._dispatch()
+        return job
+
+    def count(self, owner: str) -> int:
+        with self._lock:
+            return sum(j.owner == owner for j in self.jobs.values())
+
+    def depth(self) -> tuple[int, int]:
+        """(queued, running)."""
+        with self._lock:
+            return len(self._pending), sum(len(v) for v in self._running.values())
+
+    def _start(self, job: Job) -> None:
+        if job.hash in self._verdicts:
+            self._end(job, self._verdicts[job.hash], reused=True)
+        elif job.hash in self._running:
+            self._running[job.hash].append(job)
+        else:
+            self._running[job.hash] = [job]
+            self._pending.append(job)
+
+    def _dispatch(self) -> None:
+        while self._pending and len(self._running) - len(self._pending) < self.in_flight:
+            job = self._pending.popleft()
+            job.state, job.started = "running", time.time()
+            try:
+                future = self.executor.submit(job.task, job.source, job.language)
+            except Exception as e:  # validated on submit; a pool that closed under us
+                self._finish(job, None, e, None)
+                continue
+            future.add_done_callback(lambda f, job=job: self._on_result(job, f))
+        if self.metrics:
+            self.metrics.queued(*self.depth())
+
+    def _on_result(self, job: Job, future: cf.Future) -> None:
+        if future.cancelled():
+            self._finish(job, None, RuntimeError("cancelled: the executor closed"), None)
+        elif error := future.exception():
+            self._finish(job, None, error, None)
+        else:
+            self._finish(job, future.result(), None, getattr(future, "slot", None))
+
+    def _finish(self, job: Job, result: EvalResult | None, error: BaseException | None, slot: str | None) -> None:
+        with self._lock:
+            waiting = self._running.pop(job.hash, [job])
+            if result is not None:
+                sub = Submission(job.task, job.source, job.language, job.label)
+                record = {**record_of(sub, result, slot), "owner": job.owner, "public": job.public, "job": job.id}
+                self._append_result(record)  # before the job's end is logged: see the module's docstring
+                self._verdicts[job.hash] = record
+            for i, waiter in enumerate(waiting):
+                if result is not None:
+                    self._end(waiter, record, reused=i > 0, result=result)
+                else:
+                    waiter.state, waiter.finished = "failed", time.time()
+                    waiter.error = f"{type(error).__name__}: {error}"
+                    self._write({"op": "failed", "id": waiter.id, "error": waiter.error, "at": waiter.finished})
+                    waiter.ended.set()
+                    if self.metrics:
+                        self.metrics.ended(waiter, None)
+            self._dispatch()
+
+    def _end(self, job: Job, record: dict, reused: bool, result: EvalResult | None = None) -> None:
+        job.state, job.record, job.reused, job.finished = "done", record, reused, time.time()
+        self._write({"op": "done", "id": job.id, "reused": reused, "at": job.finished})
+        job.ended.set()
+        if self.metrics:
+            self.metrics.ended(job, result)
+
+    def wait(self, job: Job, timeout: float | None) -> bool:
+        return job.ended.wait(timeout)
+
+    def close(self, wait: bool = False) -> None:
+        self.executor.close(wait=wait)
+        with self._lock:
+            self._stack.close()
+
