@@ -23,7 +23,13 @@ from pathlib import Path
 import torch
 
 from kerneldojo.graders.checks import Flagged, message
-from kerneldojo.graders.compile import check_language, compile_submission, detect_language, nvcc_version
+from kerneldojo.graders.compile import (
+    check_language,
+    compile_submission,
+    detect_language,
+    native_checks_note,
+    nvcc_version,
+)  # fmt: skip
 from kerneldojo.graders.correctness import (
     WrongOutput,
     check_inputs_unchanged,
@@ -135,7 +141,7 @@ class Judge:
         result.compile_s = result.phases["compile"]
         if build.libraries and self.device.mode == "cpu":
             result.status = "compiled"
-            result.messages.append(f"compiled for sm_{self.device.arch}; not run: CPU mode has no GPU")
+            result.messages.append(native_checks_note(self.device.arch))
             return
         if task.spec.distributed:  # before any reference is timed: where it cannot run, say so at once
             devices = self._rank_devices(task)

@@ -96,3 +96,25 @@ def test_the_build_limit_is_cpu_time_not_wall_clock(tmp_path, monkeypatch):
     nvcc = _fake_nvcc(tmp_path, "sleep 2; while :; do :; done")  # sleeping is free; spinning is not
     with pytest.raises(CompileError, match="used more than 1 s of CPU time"):
         compile_mod._run_nvcc(nvcc, "src", [], tmp_path / "b" / "submission.so", "matmul (cute, float32)")
+
+
+def test_cuda_in_cpu_mode_says_what_was_verified(cpu_judge):
+    header = compile_mod.signature_header(kerneldojo.get_task("vector_add"))
+    assert header.endswith('extern "C" void solution(const float* x, const float* y, float* out, int64_t n, '
+                           'cudaStream_t stream);\n')
+    result = cpu_judge.evaluate("vector_add", subs.VECTOR_ADD_CUDA, "cuda")
+    assert result.status == "compiled", result.messages
+    assert "Verified: it compiles with the task's declaration" in result.messages[0]
+    assert "exports `solution`" in result.messages[0] and "Not verified: that it launches" in result.messages[0]
+
+
+def test_a_cuda_entry_point_with_other_types_is_a_compile_error(cpu_judge):
+    narrower = subs.VECTOR_ADD_CUDA.replace("float* out, int64_t n,", "float* out, int n,")
+    assert narrower != subs.VECTOR_ADD_CUDA
+    result = cpu_judge.evaluate("vector_add", narrower, "cuda")
+    assert result.status == "compile_error" and "submission.cu(" in result.messages[0]
+    assert "the task's entry point (kerneldojo show TASK): extern \"C\" void solution(" in result.messages[0]
+    # Without extern "C" and with other types, `solution` is a C++ overload: nothing exports the entry point.
+    unexported = narrower.replace('extern "C" void solution', "void solution")
+    result = cpu_judge.evaluate("vector_add", unexported, "cuda")
+    assert result.status == "compile_error" and "does not export `solution`" in result.messages[0], result.messages
