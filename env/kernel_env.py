@@ -60,7 +60,9 @@ class KernelEnv(gym.Env[dict, str]):
     "drkernel", "kernrl"), `stop_on_success` (False), `render_mode` ("ansi" returns the feedback),
     `limits` (seconds per worker request, e.g. `{"run": 10, "load": 60}`, and `memory` bytes and
     `processes`: `sandbox/protocol.py` LIMITS_S has the defaults), `isolation` ("process", "docker",
-    "none"), `judge` (share one `Judge` between envs; then reward, limits and isolation are its).
+    "none"), `judge` (share one `Judge` between envs; then reward, limits and isolation are its), `retime`
+    (False: a source identical to one judged before gets its stored result, `info["result"].reused`),
+    `remote` and `token` (judge the steps on a kerneldojo service at that URL: env/remote.py).
 
     ## Example
         >>> import gymnasium, kerneldojo
@@ -85,6 +87,9 @@ class KernelEnv(gym.Env[dict, str]):
         judge: Judge | None = None,
         limits: dict[str, float] | None = None,
         isolation: str = "process",
+        retime: bool = False,
+        remote: str | None = None,
+        token: str | None = None,
     ):
         if max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, got {max_turns}")
@@ -94,10 +99,18 @@ class KernelEnv(gym.Env[dict, str]):
             raise ValueError(f"task {task!r} accepts {', '.join(self.task.spec.languages)}, not {language!r}")
         self.language = language
         self.max_turns, self.stop_on_success, self.render_mode = max_turns, stop_on_success, render_mode
+        if remote is not None and (judge is not None or limits is not None or isolation != "process"):
+            raise ValueError("remote= judges on a kerneldojo service, which sets its limits and isolation; "
+                             "leave judge, limits and isolation unset")
         if judge is not None and (reward is not None or limits is not None or isolation != "process"):
             raise ValueError("reward, limits and isolation configure the env's own judge; with judge= set them "
                              "on that Judge")
+        if remote is not None:  # steps judged by a kerneldojo service at that URL (env/remote.py)
+            from .remote import RemoteJudge
+
+            judge = RemoteJudge(remote, token, reward=_reward_config(reward))
         self.judge = judge or Judge(device, reward=_reward_config(reward), limits=limits, isolation=isolation)
+        self.retime = retime  # evaluate a source again even when an identical one's result is cached
         self.action_space = SourceText(MAX_SOURCE_CHARS)
         self.observation_space = spaces.Dict({
             "prompt": SourceText(MAX_TEXT_CHARS),
@@ -131,7 +144,7 @@ class KernelEnv(gym.Env[dict, str]):
 
     def _evaluate(self, source: str) -> EvalResult:
         try:
-            return self.judge.evaluate(self.task, source, self.language)
+            return self.judge.evaluate(self.task, source, self.language, retime=self.retime)
         except ValueError as e:  # a detected language this task does not take: the agent's mistake
             result = EvalResult(
                 task=self.task.id, language=self.language or "unknown", device=self.judge.device.name,

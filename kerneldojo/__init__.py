@@ -15,11 +15,13 @@ from kerneldojo.tasks import get_task, list_tasks
 from kerneldojo.version import __version__
 
 
-def evaluate(task: str, source: str, language: str | None = None, device: str | None = "auto") -> EvalResult:
-    """Compile, check and (on a GPU) time one submission. `language` is detected when None."""
+def evaluate(task: str, source: str, language: str | None = None, device: str | None = "auto",
+             retime: bool = False) -> EvalResult:
+    """Compile, check and (on a GPU) time one submission. `language` is detected when None. An identical
+    submission evaluated before returns its stored result (`reused=True`) unless `retime`."""
     from kerneldojo.judge import default_judge
 
-    return default_judge(device).evaluate(task, source, language)
+    return default_judge(device).evaluate(task, source, language, retime=retime)
 
 
 def make(task: str, **kwargs):

@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="where the submission runs: a worker process (default), a container (the image in "
                     "KERNELDOJO_DOCKER_IMAGE, else a local one built without a registry), or this process")
     ev.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
+    ev.add_argument("--retime", action="store_true",
+                    help="evaluate and time again even if an identical submission's result is cached")
     lint = commands.add_parser("lint", help="check task definitions and that their starters and baselines pass")
     lint.add_argument("tasks", nargs="*", help="default: all")
     lint.add_argument("--device", default="cpu")
@@ -121,7 +123,7 @@ def cmd_eval(args) -> int:
 
         docker = local_config(build_local_image())
     judge = Judge(args.device, isolation=args.isolation, docker=docker)
-    result = judge.evaluate(task, args.file.read_text(), args.language)
+    result = judge.evaluate(task, args.file.read_text(), args.language, retime=args.retime)
     print(result.model_dump_json(indent=2) if args.json else render_feedback(result))
     return 0 if result.status in ("ok", "compiled") else 1
 

@@ -3,6 +3,10 @@
 The judge draws the seeds, makes the inputs, runs the reference and compares; only
 `sandbox.worker.harness.Solution` touches submission code, inside a single-use worker
 (`sandbox.backends`: a process or a container) unless isolation="none".
+
+Each result says where its time went (`EvalResult.phases`, see `result.PHASES`). Identical submissions
+are not evaluated twice: `ResultCache` keeps deterministic verdicts on disk, keyed by everything that
+decides them, and `evaluate` returns a stored one marked `reused=True` unless asked to `retime`.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import torch
 
 from kerneldojo.graders.checks import Flagged, message
 from kerneldojo.graders.compile import (
+    CompileTimeout,
     check_language,
     compile_submission,
     detect_language,
@@ -52,8 +57,8 @@ from kerneldojo.sandbox.protocol import (
     SubmissionTimeout,
     TimedRuns,
 )  # fmt: skip
-from kerneldojo.tasks import Case, Task, get_task
-from kerneldojo.version import __version__
+from kerneldojo.tasks import Case, Task, get_task, task_content_hash
+from kerneldojo.version import PROTOCOL_VERSION, __version__
 
 CPU_MODE_NOTE = "CPU mode: checked with the Triton interpreter at the `small` shapes; nothing was timed, so no speedup"
 # A time under this fraction of the datasheet floor is impossible, whatever L2 absorbed of the writes.
@@ -83,6 +88,7 @@ class Judge:
         limits: dict[str, float] | None = None,
         docker: DockerConfig | None = None,
         reference_cache: str | Path | None = "default",
+        result_cache: str | Path | None = "default",
     ):
         check_isolation(isolation)
         self.device: Device = resolve_device(device)
@@ -98,19 +104,35 @@ class Judge:
         # them in memory only, and deleting the file (or `refresh_reference_times`) measures anew.
         self.reference_cache = _default_reference_cache() if reference_cache == "default" else reference_cache
         self._reference_times: dict[str, dict | None] = self._load_reference_times()
+        # Verdicts of identical submissions, on disk ("default": under the kerneldojo cache folder, unless
+        # KERNELDOJO_RESULT_CACHE=off); None evaluates every submission anew.
+        self.result_cache = ResultCache.default() if result_cache == "default" else (
+            ResultCache(Path(result_cache)) if result_cache else None)  # fmt: skip
 
-    def evaluate(self, task: Task | str, source: str, language: str | None = None) -> EvalResult:
+    def evaluate(self, task: Task | str, source: str, language: str | None = None, retime: bool = False
+                 ) -> EvalResult:  # fmt: skip
+        """Compile, check and (on a GPU) time `source`. An identical submission judged before under the same
+        task version, device, software and protocol returns its stored result (`reused=True`), unless `retime`."""
         started = time.perf_counter()
         task = get_task(task) if isinstance(task, str) else task
         task.reference  # noqa: B018  a broken reference.py is the task's fault: TaskError, naming the file
         language = language or detect_language(source)
         check_language(task, language)
+        key = self._result_key(task, language, source) if self.result_cache else None
+        if key and not retime and (stored := self.result_cache.get(key)) is not None:
+            stored.reused, stored.phases = True, {}
+            stored.reward = self.reward(stored.status, stored.speedup, stored.kernel_coverage)
+            stored.wall_s = time.perf_counter() - started
+            return stored
         result = EvalResult(
             task=task.id, language=language, device=self.device.name, mode=self.device.mode,
             status="ok", versions=versions(),
         )  # fmt: skip
+        deterministic = True  # a verdict the machine's state could not have caused
         try:
             self._grade(task, source, language, result)
+        except CompileTimeout as e:  # a loaded machine may have caused it: not stored
+            result.status, result.messages, deterministic = "compile_error", [*result.messages, str(e)], False
         except CompileError as e:
             result.status, result.messages = "compile_error", [*result.messages, str(e)]
         except SubmissionTimeout as e:
@@ -133,7 +155,18 @@ class Judge:
             result.messages.append(f"{type(e).__name__}: {e}")
         result.reward = self.reward(result.status, result.speedup, result.kernel_coverage)
         result.wall_s = time.perf_counter() - started
+        if key and deterministic and result.status in CACHED_STATUSES:
+            self.result_cache.put(key, result)
         return result
+
+    def _result_key(self, task: Task, language: str, source: str) -> str:
+        """Everything that decides a verdict: the task's files, the source, the device, the software, the
+        protocol, and this judge's settings that change what is measured."""
+        settings = [self.seeds, self.timed, self.isolation, self.time_compiled_reference, self.timing_budget_s]
+        parts = [task.id, task_content_hash(task.folder), language, hashlib.sha256(source.encode()).hexdigest(),
+                 self.device.name, self.device.mode, versions().model_dump_json(), str(PROTOCOL_VERSION),
+                 json.dumps(settings)]  # fmt: skip
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
     def _grade(self, task: Task, source: str, language: str, result: EvalResult) -> None:
         with _phase(result, "compile"):
@@ -326,6 +359,44 @@ class Judge:
 
     def _time_calls(self, calls) -> TimeStats:
         return time_calls(calls, self.device.torch_device, self.device.l2_bytes, budget_s=self.timing_budget_s)
+
+
+# Stored verdicts: those the submission alone decides. A timeout or a runtime error can come from the machine
+# (another process holding the GPU or the memory, a loaded host, a worker killed from outside), "skipped"
+# from what this host lacks, and a compile error from nvcc's time limit: those are judged again each time.
+CACHED_STATUSES = frozenset({"ok", "wrong", "compile_error", "flagged"})
+
+
+class ResultCache:
+    """Content-addressed EvalResult JSON files, `<folder>/<key[:2]>/<key>.json`, each written atomically
+    (a temporary file renamed), so concurrent judges and killed ones never leave half a result."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    @classmethod
+    def default(cls) -> ResultCache | None:
+        if os.environ.get("KERNELDOJO_RESULT_CACHE", "").lower() in ("0", "off", "no", "false"):
+            return None
+        return cls(_default_reference_cache().parent / "results")
+
+    def get(self, key: str) -> EvalResult | None:
+        try:
+            return EvalResult.model_validate_json((self.folder / key[:2] / f"{key}.json").read_text())
+        except (OSError, ValueError):  # absent, or written by another schema: evaluate anew
+            return None
+
+    def put(self, key: str, result: EvalResult) -> None:
+        path = self.folder / key[:2] / f"{key}.json"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name)
+            with os.fdopen(fd, "w") as f:
+                f.write(result.model_dump_json())
+            os.replace(tmp, path)
+        except OSError as e:  # a full or read-only disk costs the reuse, not the result
+            warnings.warn(f"the result cache {self.folder} could not store a result: {e}", RuntimeWarning,
+                          stacklevel=2)
 
 
 _SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}

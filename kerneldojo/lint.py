@@ -39,7 +39,7 @@ def lint_solutions(task: Task, judge, repeat: int = 1) -> list[str]:
         problems.append(f"no baseline in baselines/<task>/ for any of the task's languages {task.spec.languages}")
     for name, (language, source) in sources.items():
         passing = ("ok",) if judge.device.mode == "gpu" or language in ("triton", "python") else ("compiled",)
-        results = [judge.evaluate(task, source, language) for _ in range(repeat)]
+        results = [judge.evaluate(task, source, language, retime=True) for _ in range(repeat)]  # never reused
         failures = [r for r in results if r.status not in passing]
         if failures:
             times = f" in {len(failures)} of {repeat} evaluations" if repeat > 1 else ""

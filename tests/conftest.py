@@ -6,6 +6,8 @@ import torch
 
 # Builds go to a fresh cache so tests see cold compiles and never reuse a developer's cache.
 os.environ.setdefault("KERNELDOJO_CACHE", tempfile.mkdtemp(prefix="kerneldojo-test-cache-"))
+# Every test's evaluation runs the judge: no verdict is reused from another test (test_speed turns it on).
+os.environ.setdefault("KERNELDOJO_RESULT_CACHE", "off")
 
 HAS_GPU = torch.cuda.is_available()
 

@@ -23,3 +23,23 @@ def test_median_interval_brackets_the_median_and_narrows_with_runs():
         assert stats.ci_low_ms <= stats.median_ms <= stats.ci_high_ms
     assert median_ci(many)[1] - median_ci(many)[0] < median_ci(few)[1] - median_ci(few)[0]
     assert median_ci([2.0]) == (2.0, 2.0)
+
+
+def test_identical_submission_is_reused_unless_retimed(tmp_path):
+    from kerneldojo.judge import Judge, ResultCache
+
+    judge = Judge("cpu", result_cache=tmp_path)
+    source = subs.VECTOR_ADD_TRITON + "\n# cached\n"
+    first = judge.evaluate("vector_add", source, "triton")
+    again = judge.evaluate("vector_add", source, "triton")
+    assert first.status == again.status == "ok" and not first.reused and again.reused and again == first
+    assert "Reused" in render_feedback(again)
+    assert not judge.evaluate("vector_add", source, "triton", retime=True).reused
+    # Another source, task or judge setting is another key; a machine-made failure is never stored.
+    assert not judge.evaluate("vector_add", source + "# other\n", "triton").reused
+    assert not Judge("cpu", result_cache=tmp_path, seeds=2).evaluate("vector_add", source, "triton").reused
+    hang = "import time\n\ndef solution(x, y):\n    time.sleep(60)\n"
+    limited = Judge("cpu", result_cache=tmp_path, limits={"run": 1, "compile": 0})
+    assert [limited.evaluate("vector_add", hang, "python").status for _ in range(2)] == ["timeout", "timeout"]
+    stored = list(ResultCache(tmp_path).folder.rglob("*.json"))
+    assert len(stored) == 3 and all('"status":"ok"' in p.read_text() for p in stored)
