@@ -1,5 +1,5 @@
-"""The `kerneldojo` command: tasks, show, eval, lint, demo, batch, leaderboard, serve. It parses and prints; the work
-is done by the API (`kerneldojo.evaluate`), the linter, and `kerneldojo.batch`."""
+"""The `kerneldojo` command: tasks, show, eval, lint, demo, batch, leaderboard, store, serve. It parses and
+prints; the work is done by the API (`kerneldojo.evaluate`), the linter, and `kerneldojo.batch`."""
 
 from __future__ import annotations
 
@@ -45,18 +45,32 @@ def main(argv: list[str] | None = None) -> int:
     demo = commands.add_parser("demo", help="evaluate the shipped baselines and print the table")
     demo.add_argument("--device", default="auto", help="auto (every GPU, else CPU slots), cpu, cpu:N, cuda:N, 0,2")
     demo.add_argument("--task", action="append", help="only these tasks (repeatable)")
-    batch = commands.add_parser("batch", help="evaluate many submissions over the GPUs into a JSONL store")
+    batch = commands.add_parser("batch", help="evaluate many submissions over the GPUs into a result store")
     batch.add_argument("submissions", type=Path, help="a folder <task>/<name>.{py,cu}, or a JSONL manifest")
     batch.add_argument("--devices", default="auto",
                        help="auto (default: every GPU, else CPU slots), all, cuda:0,cuda:2, 0,2, cpu, cpu:N")
-    batch.add_argument("--out", type=Path, default=Path("results.jsonl"), help="the store; reruns resume it")
+    batch.add_argument("--out", default="results.jsonl", help="the store: a .jsonl file, a .db file (SQLite) or a "
+                       "database URL (sqlite:///..., postgresql://user@host/db); reruns resume it")
+    batch.add_argument("--submitter", help="who submitted, recorded with each result (shown on the leaderboard)")
     batch.add_argument("--compile-workers", type=int, help="parallel nvcc builds (default: the CPU cores)")
     batch.add_argument("--backend", choices=("local", "ray"), default="local",
                        help="local: this host's GPUs; ray: a judge actor per GPU of a Ray cluster (--devices: auto, "
                        "gpu, cpu, cpu:N)")
     batch.add_argument("--address", help="the Ray cluster (ray.init's address; default: start or join a local one)")
     board = commands.add_parser("leaderboard", help="best correct result per task and GPU, from a store")
-    board.add_argument("store", type=Path)
+    board.add_argument("store", help="a .jsonl file, a .db file or a database URL")
+    board.add_argument("--html", type=Path, metavar="OUT.html",
+                       help="also write a static HTML report with interactive plots (works offline)")
+    board.add_argument("--all-versions", action="store_true",
+                       help="rank every task version and judge protocol apart (default: each task's newest only)")
+    store = commands.add_parser("store", help="import into or export from a result store")
+    store_commands = store.add_subparsers(dest="store_command", required=True)
+    store_import = store_commands.add_parser("import", help="append a store's records to another (e.g. JSONL to a DB)")
+    store_import.add_argument("source", help="the store to read (.jsonl, .db or URL)")
+    store_import.add_argument("dest", help="the store to append to (.jsonl, .db or URL)")
+    store_export = store_commands.add_parser("export", help="write a store's records to .jsonl, .csv or .parquet")
+    store_export.add_argument("store")
+    store_export.add_argument("out", type=Path, help="OUT.jsonl (whole records), OUT.csv or OUT.parquet (pyarrow)")
     serve = commands.add_parser("serve", help="the judge as an HTTP service (docs/service.md)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -73,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     _show_build_progress()
     try:
         command = {"tasks": cmd_tasks, "show": cmd_show, "eval": cmd_eval, "lint": cmd_lint, "demo": cmd_demo,
-                   "batch": cmd_batch, "leaderboard": cmd_leaderboard, "serve": cmd_serve}
+                   "batch": cmd_batch, "leaderboard": cmd_leaderboard, "serve": cmd_serve, "store": cmd_store}
         return command[args.command](args)
     except (TaskError, ValueError, FileNotFoundError) as e:
         print(f"kerneldojo: error: {e}", file=sys.stderr)
@@ -186,6 +200,7 @@ def _why(result: EvalResult) -> str:
 def cmd_batch(args) -> int:
     from kerneldojo.batch import load_submissions, run_batch
     from kerneldojo.batch.pool import GPUPool, parse_devices
+    from kerneldojo.batch.progress import default_progress
 
     if args.backend == "ray":
         from kerneldojo.batch.ray_pool import RayPool
@@ -198,7 +213,7 @@ def cmd_batch(args) -> int:
         pool = GPUPool(args.devices, compile_workers=args.compile_workers)
     with pool:
         print(f"kerneldojo: {len(subs)} submissions on {pool.describe()} -> {args.out}", file=sys.stderr)
-        summary = run_batch(subs, args.out, pool, progress=lambda line: print(line, file=sys.stderr, flush=True))
+        summary = run_batch(subs, args.out, pool, progress=default_progress(), submitter=args.submitter)
     print(f"kerneldojo: {summary.evaluated} evaluated, {summary.skipped} already in {args.out}, "
           f"{summary.failed} judge errors", file=sys.stderr)  # fmt: skip
     print(render_store(args.out))
@@ -206,7 +221,31 @@ def cmd_batch(args) -> int:
 
 
 def cmd_leaderboard(args) -> int:
-    print(render_store(args.store))
+    print(render_store(args.store, args.all_versions))
+    if args.html:
+        from kerneldojo.batch.leaderboard import open_existing
+        from kerneldojo.batch.report import render_html
+
+        with open_existing(args.store) as store:
+            args.html.write_text(render_html(store.records(), all_versions=args.all_versions))
+        print(f"kerneldojo: wrote {args.html}", file=sys.stderr)
+    return 0
+
+
+def cmd_store(args) -> int:
+    from kerneldojo.batch.leaderboard import open_existing
+    from kerneldojo.batch.store import ResultStore, copy_records, export_records
+
+    with open_existing(args.store if args.store_command == "export" else args.source) as source:
+        if args.store_command == "export":
+            n = export_records(source.records(), args.out)
+            print(f"kerneldojo: wrote {n} records to {args.out}", file=sys.stderr)
+        else:
+            with ResultStore(args.dest) as dest:
+                copied, skipped = copy_records(source, dest)
+            print(f"kerneldojo: imported {copied} records into {dest}, {skipped} were there", file=sys.stderr)
+        if source.unreadable:
+            print(f"kerneldojo: {source.unreadable} unreadable line(s) of {source} skipped", file=sys.stderr)
     return 0
 
 

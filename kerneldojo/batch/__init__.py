@@ -10,11 +10,10 @@ or from a JSONL manifest, one object per line:
 (`file` is relative to the manifest; `language` is detected when absent; `label` defaults to
 the file's path, or `<manifest>:<line>`.)
 
-The store holds one line per finished evaluation: the EvalResult's JSON with `label`, `hash`
-(task, language and exact source) and `slot` added. Each line is written whole and synced
-before the next, so a killed batch keeps every finished result; a half-written last line is
-dropped on the next open, and a rerun skips the (label, hash) pairs already in the store.
-Only one batch writes a store at a time (a lock on the file).
+The store (`batch.store`: a JSONL file, SQLite or PostgreSQL) gets one record per finished evaluation: the
+EvalResult's JSON with `label`, `hash` (task, language and exact source), `slot` and `source` added. Each is
+durable before the next is written, so a killed batch keeps every finished result, and a rerun skips the
+(label, hash) pairs already in the store. Only one batch writes a JSONL store at a time (a lock on the file).
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from kerneldojo.result import EvalResult
 from kerneldojo.tasks import TaskError, get_task, list_tasks
 
 from .leaderboard import render_leaderboard, render_store, standings
+from .progress import BatchProgress, LineProgress
 from .store import ResultStore, submission_hash
 
 __all__ = ["ResultStore", "Submission", "load_submissions", "render_leaderboard", "render_store", "run_batch",
@@ -119,8 +119,9 @@ def _from_manifest(manifest: Path) -> list[Submission]:
     return found
 
 
-def record_of(sub: Submission, result: EvalResult, slot: str | None) -> dict:
-    return {"label": sub.label, "hash": sub.hash, "slot": slot, **result.model_dump(mode="json")}
+def record_of(sub: Submission, result: EvalResult, slot: str | None, submitter: str | None = None) -> dict:
+    return {"label": sub.label, "hash": sub.hash, "slot": slot, "source": sub.source, "submitter": submitter,
+            **result.model_dump(mode="json")}  # fmt: skip
 
 
 @dataclass
@@ -135,10 +136,14 @@ def run_batch(
     submissions: Iterable[Submission],
     store: ResultStore | Path | str,
     pool,
-    progress: Callable[[str], None] | None = None,
+    progress: BatchProgress | Callable[[str], None] | None = None,
+    submitter: str | None = None,
 ) -> BatchSummary:
-    """Evaluate what the store does not hold yet; append each result the moment it is known."""
+    """Evaluate what the store does not hold yet; append each result the moment it is known. `progress` is a
+    `BatchProgress` (`batch.progress`) or a function that takes one line per finished evaluation."""
     store = store if isinstance(store, ResultStore) else ResultStore(store)
+    if progress is not None and not hasattr(progress, "advance"):
+        progress = LineProgress.calling(progress)
     summary = BatchSummary()
     with store.writer() as append:
         done = store.finished()
@@ -151,16 +156,23 @@ def run_batch(
             seen.add(sub.key)
             todo.append(sub)
         jobs = ((sub, (sub.task, sub.source, sub.language)) for sub in todo)
-        for n, outcome in enumerate(pool.imap_unordered(jobs), 1):
-            sub = outcome.tag
-            where = f"[{n}/{len(todo)}] {outcome.slot or 'compile'} {sub.label}"
-            if outcome.error is not None:
-                summary.failed += 1
+        if progress:
+            progress.start(len(todo), summary.skipped)
+        try:
+            for n, outcome in enumerate(pool.imap_unordered(jobs), 1):
+                sub = outcome.tag
+                where = f"[{n}/{len(todo)}] {outcome.slot or 'compile'} {sub.label}"
+                if outcome.error is not None:
+                    summary.failed += 1
+                    if progress:
+                        progress.advance("judge_error", f"{where}: judge error, not recorded: "
+                                         f"{type(outcome.error).__name__}: {outcome.error}")  # fmt: skip
+                    continue
+                append(record_of(sub, outcome.result, outcome.slot, submitter))
+                summary.evaluated += 1
                 if progress:
-                    progress(f"{where}: judge error, not recorded: {type(outcome.error).__name__}: {outcome.error}")
-                continue
-            append(record_of(sub, outcome.result, outcome.slot))
-            summary.evaluated += 1
+                    progress.advance(outcome.result.status, f"{where}: {outcome.result.summary()}")
+        finally:
             if progress:
-                progress(f"{where}: {outcome.result.summary()}")
+                progress.close()
     return summary

@@ -1,9 +1,17 @@
-"""The leaderboard: the best correct result per task and GPU, from a result store's records, as a table."""
+"""The leaderboard: the best correct result per task and GPU model, from a result store's records.
+
+Like is compared with like: per task, only results of one task version (`task_hash`, the hash of the task's
+folder) measured under one judge protocol (`protocol`) are ranked together, by default the newest version
+(the one with the most recent result). Per GPU model it also gives KernelBench's summary figures (Ouyang et
+al., 2025): fast_p, the share of tasks whose best result is correct and faster than eager PyTorch by more
+than p, and the geometric-mean speedup. `render_leaderboard` is the CLI table; `batch.report` the HTML page.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -12,6 +20,9 @@ from kerneldojo.result import EvalResult
 
 from .store import ResultStore
 
+NOT_RUN = ("compiled", "skipped")  # not failures: this machine could not run them (CPU mode, too few GPUs)
+FAST_P = (1.0, 1.5, 2.0)
+
 
 @dataclass
 class Standing:
@@ -19,8 +30,28 @@ class Standing:
     device: str
     submitted: int = 0
     correct: int = 0
+    not_run: int = 0  # compiled but not run (no GPU), or skipped
     best: dict | None = None  # the record of the best correct result
-    last_failure: dict | None = None  # the last record that was not correct: why, when none is
+    last_failure: dict | None = None  # the last record that was run and was not correct: why, when none is
+    history: list[dict] = field(default_factory=list)  # each record that was the best when it arrived (timed)
+    version: tuple[str | None, int | None] = (None, None)  # (task_hash, protocol)
+
+
+@dataclass
+class DeviceSummary:
+    device: str
+    tasks: int  # tasks with at least one result that ran
+    solved: int  # tasks with a correct result
+    timed: int  # tasks whose best correct result was timed
+    geomean_speedup: float | None  # over the timed best results
+    fast_p: dict[float, float | None]  # None when nothing was timed
+
+
+@dataclass
+class Board:
+    standings: list[Standing]
+    summaries: list[DeviceSummary]
+    other_versions: int = 0  # results of task versions or protocols not shown
 
 
 def correct(record: dict) -> bool:
@@ -28,72 +59,161 @@ def correct(record: dict) -> bool:
     return record.get("status") == "ok" and not record.get("checks_fired")
 
 
+def scored_ms(timing: dict) -> float:
+    """The more conservative of the event median and the profiled busy time per call (as `CaseTiming`)."""
+    return max(timing["submission"]["median_ms"], (timing.get("profile") or {}).get("busy_ms") or 0.0)
+
+
+def time_ms(record: dict) -> float | None:
+    """What the board ranks by: the geometric mean over bench cases of the scored median time."""
+    timings = record.get("timings") or []
+    if not record.get("timed") or not timings:
+        return None
+    return math.exp(sum(math.log(scored_ms(t)) for t in timings) / len(timings))
+
+
+def confidence_ms(record: dict) -> tuple[float, float] | None:
+    """The largest bench case's confidence interval of the median, where the result has one."""
+    timings = record.get("timings") or []
+    stats = timings[-1]["submission"] if timings else {}
+    low, high = stats.get("ci_low_ms"), stats.get("ci_high_ms")
+    return (low, high) if low is not None and high is not None else None
+
+
 def _rank(record: dict) -> tuple:
-    speedup = record.get("speedup")
-    timed = bool(record.get("timed")) and speedup is not None
-    return (timed, speedup if timed else 0.0)
+    t = time_ms(record)  # ties (and untimed results) go to the larger speedup over eager
+    return (t is not None, -t if t is not None else 0.0, record.get("speedup") or 0.0)
 
 
-def standings(records: Iterable[dict]) -> list[Standing]:
-    """Per task and device (the GPU's name, or "cpu"): the fastest correct result over eager PyTorch."""
-    table: dict[tuple[str, str], Standing] = {}
+def version_of(record: dict) -> tuple[str | None, int | None]:
+    return record.get("task_hash"), record.get("protocol")
+
+
+def build_board(records: Iterable[dict], all_versions: bool = False) -> Board:
+    """Standings per task and device (the GPU's name, or "cpu") for each task's newest version (every version
+    with `all_versions`), and per device the summary figures."""
+    valid = []
     for record in records:
         try:
             EvalResult.model_validate(record)
         except ValidationError:
             continue
-        key = (record["task"], record["device"])
-        standing = table.setdefault(key, Standing(*key))
+        valid.append(record)
+    valid.sort(key=lambda r: r.get("recorded_at") or "")  # stable: undated (old JSONL) records first, in order
+    newest = {r["task"]: version_of(r) for r in valid}  # the last one wins
+    table: dict[tuple, Standing] = {}
+    other = 0
+    for record in valid:
+        version = version_of(record)
+        if not all_versions and version != newest[record["task"]]:
+            other += 1
+            continue
+        key = (record["task"], record["device"], *((version,) if all_versions else ()))
+        standing = table.setdefault(key, Standing(record["task"], record["device"], version=version))
         standing.submitted += 1
-        if correct(record):
+        if record.get("status") in NOT_RUN:
+            standing.not_run += 1
+        elif correct(record):
             standing.correct += 1
             if standing.best is None or _rank(record) > _rank(standing.best):
                 standing.best = record
+                if time_ms(record) is not None:
+                    standing.history.append(record)
         else:
             standing.last_failure = record
-    return [table[k] for k in sorted(table)]
+    standings = [table[k] for k in sorted(table, key=lambda k: tuple(map(str, k)))]
+    return Board(standings, summarize(standings), other)
 
 
-def render_leaderboard(records: Iterable[dict]) -> str:
-    rows_in = standings(records)
-    if not rows_in:
+def summarize(standings: list[Standing]) -> list[DeviceSummary]:
+    summaries = []
+    for device in sorted({s.device for s in standings}):
+        ran = [s for s in standings if s.device == device and s.submitted > s.not_run]
+        speedups = [s.best["speedup"] for s in ran if s.best and s.best.get("timed") and s.best.get("speedup")]
+        fast = {p: (sum(x > p for x in speedups) / len(ran) if speedups else None) for p in FAST_P}
+        geomean = math.exp(sum(map(math.log, speedups)) / len(speedups)) if speedups else None
+        summaries.append(DeviceSummary(device, len(ran), sum(s.best is not None for s in ran), len(speedups),
+                                       geomean, fast))  # fmt: skip
+    return summaries
+
+
+def standings(records: Iterable[dict], all_versions: bool = False) -> list[Standing]:
+    """Per task and device: the fastest correct result (see `build_board`)."""
+    return build_board(records, all_versions).standings
+
+
+def fmt(x, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def who(record: dict) -> str:
+    label = record.get("label") or "-"
+    return f"{label} ({record['submitter']})" if record.get("submitter") else label
+
+
+def shown_ms(record: dict) -> str:
+    timings = record.get("timings") or []
+    if not record.get("timed") or not timings:
+        return "-"
+    ci = confidence_ms(record)
+    return f"{scored_ms(timings[-1]):.4g}" + (f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "")
+
+
+def render_leaderboard(records: Iterable[dict], all_versions: bool = False) -> str:
+    board = build_board(records, all_versions)
+    if not board.standings:
         return "no results yet"
-
-    def fmt(x, spec):
-        return "-" if x is None else format(x, spec)
-
     rows = []
-    for s in rows_in:
+    for s in board.standings:
         b = s.best or {}
-        timings = b.get("timings") or []
         roofline = b.get("roofline_fraction")
+        task = f"{s.task}@{(s.version[0] or 'unknown')[:8]}/p{s.version[1]}" if all_versions else s.task
         rows.append((
-            s.task, s.device, b.get("label") or "-", b.get("language") or "-",
+            task, s.device, who(b) if b else "-", b.get("language") or "-",
             fmt(b.get("speedup"), ".2f"), fmt(b.get("speedup_vs_compile"), ".2f"),
-            fmt(None if roofline is None else 100 * roofline, ".0f"),
-            fmt(timings[-1]["submission"]["median_ms"] if timings else None, ".4g"),
-            f"{s.correct}/{s.submitted}",
+            fmt(None if roofline is None else 100 * roofline, ".0f"), shown_ms(b) if b else "-",
+            (b.get("recorded_at") or "-")[:16].replace("T", " "),
+            f"{s.correct}/{s.submitted - s.not_run}", str(s.not_run),
         ))  # fmt: skip
-    header = ("task", "gpu", "best", "lang", "x eager", "x compile", "% roofline", "ms (largest bench)", "correct")
+    header = ("task", "gpu", "best", "lang", "x eager", "x compile", "% roofline", "ms (largest bench)", "when",
+              "correct", "not run")  # fmt: skip
     text = table(header, rows)
-    if not any(s.best and s.best.get("timed") for s in rows_in):
+    for d in board.summaries:
+        line = f"\n{d.device}: {d.solved}/{d.tasks} tasks solved"
+        if d.timed:
+            fast = ", ".join(f"fast_{p:.1f} {d.fast_p[p]:.2f}" for p in FAST_P)
+            line += f"; geomean speedup {d.geomean_speedup:.2f}x eager over {d.timed} timed; {fast}"
+        text += line
+    if not any(s.best and s.best.get("timed") for s in board.standings):
         text += "\nNothing was timed (CPU mode): 'best' is a correct submission, not ranked by speed."
-    unexplained = [s for s in rows_in if s.best is None and s.last_failure]
-    for s in unexplained:  # a row with no correct result says why
+    for s in board.standings:  # a row with no correct result says why
+        if s.best is not None:
+            continue
+        if s.last_failure is None:
+            text += f"\n{s.task} on {s.device}: compiled, not run (no GPU here): {s.not_run} result(s)"
+            continue
         failure = s.last_failure
         why = next(iter(failure.get("messages") or []), "").strip().splitlines()
         text += f"\n{s.task} on {s.device}: no correct result; last: {failure.get('status')}" + (
             f" ({why[0][:100]})" if why else "")
+    if board.other_versions:
+        text += (f"\n({board.other_versions} result(s) of older task versions or judge protocols not compared; "
+                 "--all-versions shows them)")  # fmt: skip
     return text
 
 
-def render_store(path: Path | str) -> str:
-    store = ResultStore(path)
-    if not store.path.is_file():
-        raise FileNotFoundError(f"no such results file: {store.path}")
-    text = render_leaderboard(store.records())
-    if store.unreadable:
-        text += f"\n({store.unreadable} unreadable line{'s' if store.unreadable != 1 else ''} skipped)"
+def open_existing(target: Path | str) -> ResultStore:
+    store = ResultStore(target)
+    if not store.exists():
+        raise FileNotFoundError(f"no such results file: {target}")
+    return store
+
+
+def render_store(target: Path | str, all_versions: bool = False) -> str:
+    with open_existing(target) as store:
+        text = render_leaderboard(store.records(), all_versions)
+        if store.unreadable:
+            text += f"\n({store.unreadable} unreadable line{'s' if store.unreadable != 1 else ''} skipped)"
     return text
 
 
