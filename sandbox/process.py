@@ -42,7 +42,7 @@ import torch.multiprocessing as mp
 
 from kerneldojo.graders.checks import Flagged, message
 from kerneldojo.result import TimeStats
-from kerneldojo.tasks import Task
+from kerneldojo.tasks import Task, task_ref
 
 from . import isolation
 from .channel import Channel
@@ -79,7 +79,7 @@ class WorkerSolution:
     def _load(self, task: Task, build: Build) -> None:
         """The build's files travel inside the request (`protocol.dumps`): the worker sees no build cache."""
         try:
-            load_s = self._call("load", task.id, build)
+            load_s = self._call("load", task_ref(task), build)
             self.load_s = load_s if isinstance(load_s, float) and math.isfinite(load_s) else 0.0
         except BaseException:  # a submission that fails at import takes its worker with it
             self._worker.stop()
@@ -156,7 +156,7 @@ def time_reference_in_worker(device: Device, task: Task | str, shape: dict, kind
     # kernel) would share the GPU with the timed calls. One is started once this worker is done.
     worker = _take_worker(device, limits, replace=False)
     try:
-        task_id = task if isinstance(task, str) else task.id
+        task_id = task if isinstance(task, str) else task_ref(task)
         stats = worker.call("time_reference", (task_id, dict(shape), kind, sets, l2_bytes, budget_s),
                             limits["time_reference"])
     finally:

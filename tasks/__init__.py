@@ -18,6 +18,7 @@ import hashlib
 import importlib.util
 import secrets
 import sys
+import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -269,7 +270,27 @@ def list_tasks() -> list[str]:
     return sorted(_registry(), key=lambda t: (_registry()[t].spec.level, t))
 
 
-def get_task(task_id: str) -> Task:
+def task_ref(task: Task) -> str | dict:
+    """How a worker is told which task to load: a library task by id; any other (an adapter's, in a folder
+    the worker cannot see) by its folder's files, which `get_task` writes into a folder of the worker's."""
+    if task.folder.parent == TASKS_DIR:
+        return task.id
+    return {"id": task.id, "files": {p.name: p.read_text() for p in sorted(task.folder.iterdir()) if p.is_file()}}
+
+
+@functools.cache
+def _task_from_files(task_id: str, files: tuple[tuple[str, str], ...]) -> Task:
+    folder = Path(tempfile.mkdtemp(prefix="kerneldojo-task-")) / task_id
+    folder.mkdir()
+    for name, text in files:
+        (folder / Path(name).name).write_text(text)
+    return load_task(folder)
+
+
+def get_task(task_id: str | dict) -> Task:
+    """A library task by id, or the task a `task_ref` names."""
+    if isinstance(task_id, dict):
+        return _task_from_files(task_id["id"], tuple(sorted(task_id["files"].items())))
     if task_id in broken_tasks():
         raise broken_tasks()[task_id]
     try:
