@@ -4,7 +4,6 @@
 with it and stop with it. docs/service.md describes the API; /docs serves the OpenAPI page.
 """
 
-from __future__ import annotations
 
 import asyncio
 import contextlib
@@ -226,7 +225,8 @@ def create_app(config: ServiceConfig, executor: Executor | None = None) -> FastA
         q = state.get("queue")
         queued, running = q.depth() if q else (0, 0)
         return {"status": "ok" if q else "starting", "version": __version__, "backend": config.backend,
-                "executor": q.executor.describe() if q else None, "queued": queued, "running": running}
+                "executor": q.executor.describe() if q else None, "device": _device_of(q.executor) if q else None,
+                "queued": queued, "running": running}
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
     def prometheus():
@@ -323,6 +323,14 @@ def create_app(config: ServiceConfig, executor: Executor | None = None) -> FastA
         return HTMLResponse(render(records) if render else _html_table(leaderboard.standings(records)))
 
     return app
+
+
+def _device_of(executor: Executor) -> dict:
+    """The first slot's device: the GPU's name (or "cpu") and the mode, as an EvalResult has them."""
+    slot = executor.slots[0]
+    if isinstance(slot, dict):  # RayPool's description of an actor
+        return {"name": slot["device"], "mode": slot["mode"]}
+    return {"name": slot.judge.device.name, "mode": slot.judge.device.mode}
 
 
 def _public(standing: dict) -> dict:

@@ -64,6 +64,10 @@ class ServiceConfig:
     max_batch: int = 1000  # submissions in one batch request
     in_flight: int | None = None  # jobs handed to the executor at once; default 2 per slot
 
+    def __post_init__(self) -> None:
+        self.state_dir = Path(self.state_dir)
+        self.store = None if self.store is None else Path(self.store)
+
     @property
     def store_path(self) -> Path:
         return self.store or self.state_dir / "results.jsonl"

@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -34,6 +34,8 @@ LOGGED = ("id", "task", "language", "source", "label", "hash", "owner", "public"
 
 class Executor(Protocol):
     """What runs evaluations: `GPUPool` (this host's GPUs or CPU slots) or `RayPool` (judge actors)."""
+
+    slots: list  # one per device: GPUPool's Slot, RayPool's actor description
 
     def submit(self, task: str, source: str, language: str | None = None) -> cf.Future: ...
 
@@ -142,7 +144,7 @@ class JobQueue:
         job = Job(uuid.uuid4().hex[:16], sub.task, sub.language, sub.source, sub.label, sub.hash, owner, public, batch)
         with self._lock:
             self.jobs[job.id] = job
-            self._write({"op": "queued", **{k: v for k, v in asdict(job).items() if k in LOGGED}})
+            self._write({"op": "queued", **{k: getattr(job, k) for k in LOGGED}})
             self._start(job)
             self._dispatch()
         return job
