@@ -9,6 +9,8 @@ import os
 import sys
 from pathlib import Path
 
+from kerneldojo.adapters import cli as adapters_cli
+from kerneldojo.adapters.cli import add_suite_flags, suite_of
 from kerneldojo.baselines import shipped_solutions
 from kerneldojo.batch.leaderboard import render_leaderboard, render_store, table
 from kerneldojo.env.feedback import render_feedback
@@ -34,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="where the submission runs: a worker process (default), a container (the image in "
                     "KERNELDOJO_DOCKER_IMAGE, else a local one built without a registry), or this process")
     ev.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
+    add_suite_flags(ev)  # eval --kernelbench PROBLEM.py SOLUTION.py, eval --gpumode PROBLEM_DIR SOLUTION.py
     ev.add_argument("--retime", action="store_true",
                     help="evaluate and time again even if an identical submission's result is cached")
     lint = commands.add_parser("lint", help="check task definitions and that their starters and baselines pass")
@@ -47,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--task", action="append", help="only these tasks (repeatable)")
     batch = commands.add_parser("batch", help="evaluate many submissions over the GPUs into a result store")
     batch.add_argument("submissions", type=Path, help="a folder <task>/<name>.{py,cu}, or a JSONL manifest")
+    batch.add_argument("solutions", type=Path, nargs="?", help="with --kernelbench/--gpumode: the solutions folder")
+    add_suite_flags(batch)
     batch.add_argument("--devices", default="auto",
                        help="auto (default: every GPU, else CPU slots), all, cuda:0,cuda:2, 0,2, cpu, cpu:N")
     batch.add_argument("--out", default="results.jsonl", help="the store: a .jsonl file, a .db file (SQLite) or a "
@@ -123,6 +128,8 @@ def cmd_show(args) -> int:
 
 
 def cmd_eval(args) -> int:
+    if suite := suite_of(args):
+        return adapters_cli.cmd_eval(args, suite)
     task = get_task(args.task)
     if args.file.is_dir():
         raise ValueError(f"{args.file} is a folder; eval takes one submission file (a folder of submissions: "
@@ -198,6 +205,8 @@ def _why(result: EvalResult) -> str:
 
 
 def cmd_batch(args) -> int:
+    if suite := suite_of(args):
+        return adapters_cli.cmd_batch(args, suite)
     from kerneldojo.batch import load_submissions, run_batch
     from kerneldojo.batch.pool import GPUPool, parse_devices
     from kerneldojo.batch.progress import default_progress
