@@ -196,20 +196,22 @@ def _drop_torn_tail(fd: int) -> None:
 
 
 def copy_records(source: ResultStore, dest: ResultStore) -> tuple[int, int]:
-    """Append every record of `source` that `dest` lacks (same label, hash, device and time); (copied, skipped)."""
+    """Append every record of `source` that `dest` lacks (same label, hash, device and time stored; an undated
+    record of an older JSONL file is stamped with the time of its import). Returns (copied, skipped)."""
 
-    def key(r: dict) -> tuple:
-        return r.get("label"), r.get("hash"), r.get("device"), r.get("recorded_at")
+    def key(r: dict, when: str | None) -> tuple:
+        return r.get("label"), r.get("hash"), r.get("device"), when
 
-    have = {key(r) for r in dest.records()}
+    have = {k for r in dest.records() for k in (key(r, r.get("recorded_at")), key(r, "undated"))}
     copied = skipped = 0
     with dest.writer() as append:
         for record in source.records():
-            if key(record) in have:
+            k = key(record, record.get("recorded_at") or "undated")
+            if k in have:
                 skipped += 1
                 continue
             append(record)
-            have.add(key(record))
+            have.add(k)
             copied += 1
     return copied, skipped
 
