@@ -51,6 +51,7 @@ from kerneldojo.sandbox.docker import DockerConfig
 from kerneldojo.sandbox.peers import CollectiveSolution, Unavailable, rank_devices, time_nccl_all_reduce
 from kerneldojo.sandbox.process import WorkerSolution, time_reference_in_worker
 from kerneldojo.sandbox.protocol import (
+    LIMITS_S,
     CompileError,
     SubmissionError,
     SubmissionHandle,
@@ -68,6 +69,12 @@ FLOOR_SLACK = 0.5
 UNSYNCED_SLACK = 1.25
 # Below this share of GPU time in the submission's own kernels, something else did the work.
 MIN_OWN_SHARE = 0.1
+# A run's time limit, per device mode: max(floor s, multiplier × the reference's slowest call at the checked
+# shapes). On a GPU 50× eager is far beyond any honest kernel. In CPU mode Triton runs in its interpreter,
+# which executes every program instance in Python, orders of magnitude slower than torch's CPU reference,
+# and CI machines are loaded: a generous multiplier and floor. The first run of each shape gets
+# LIMITS_S["compile"] more (120 s by default): Triton's JIT and autotuning happen there.
+RUN_LIMIT = {"gpu": (10.0, 50.0), "cpu": (30.0, 5000.0)}
 # Unless a task allows one of these, cuBLAS, cuDNN or flash kernels may not run in its submissions.
 LIBRARY_OPS = frozenset({"aten.mm", "aten.bmm", "aten.addmm", "aten.matmul", "aten._scaled_mm", "aten._int_mm",
                          "aten.scaled_dot_product_attention", "aten._scaled_dot_product_flash_attention"})
@@ -104,6 +111,7 @@ class Judge:
         # them in memory only, and deleting the file (or `refresh_reference_times`) measures anew.
         self.reference_cache = _default_reference_cache() if reference_cache == "default" else reference_cache
         self._reference_times: dict[str, dict | None] = self._load_reference_times()
+        self._run_limits: dict[str, float] = {}  # task id -> seconds a run may take (`_run_limit_s`)
         # Verdicts of identical submissions, on disk ("default": under the kerneldojo cache folder, unless
         # KERNELDOJO_RESULT_CACHE=off); None evaluates every submission anew.
         self.result_cache = ResultCache.default() if result_cache == "default" else (
@@ -211,8 +219,36 @@ class Judge:
         if self.device.mode == "cpu":
             result.messages.append(CPU_MODE_NOTE)
 
-    def _limits_for(self, task: Task) -> dict[str, float] | None:
-        return self.limits
+    def _limits_for(self, task: Task) -> dict[str, float]:
+        """The worker's limits for this task: a run's limit follows from the reference's own time (`run_limit_s`)
+        unless the caller set one; the first run at each shape gets `limits["compile"]` more (JIT, autotuning)."""
+        limits = {**LIMITS_S, **(self.limits or {})}
+        if "run" not in (self.limits or {}):
+            limits["run"] = self._run_limit_s(task)
+        return limits
+
+    def _run_limit_s(self, task: Task) -> float:
+        """max(floor, multiplier × the slowest reference call at the checked shapes), measured once per task here."""
+        if task.id not in self._run_limits:
+            slowest = 0.0
+            for case in task.cases("small" if self.device.mode == "cpu" else "test"):
+                inputs = task.reference.make_inputs(case.shape, 0, self.device.torch_device)
+                synchronize(self.device)
+                started = time.perf_counter()
+                task.expected(*inputs, shape=case.shape)
+                synchronize(self.device)
+                slowest = max(slowest, time.perf_counter() - started)
+            floor, multiplier = RUN_LIMIT[self.device.mode]
+            self._run_limits[task.id] = max(floor, multiplier * slowest)
+        return self._run_limits[task.id]
+
+    def _limit_advice(self, task: Task) -> str:
+        floor, multiplier = RUN_LIMIT[self.device.mode]
+        limits = self._limits_for(task)
+        return (f"A run may take {limits['run']:.3g} s here: max({floor:g} s, {multiplier:g}x the reference's time at "
+                f"the checked shapes), and the first run of each shape {limits['compile']:g} s more for JIT and "
+                f"autotuning. Look for a loop that does not end or a launch grid far too large; a kernel that is "
+                f"just slow needs a faster algorithm (a caller may raise it: Judge(limits={{'run': seconds}})).")
 
     def _rank_devices(self, task: Task) -> list[torch.device]:
         """A distributed task's devices, one per rank: the judge's GPU and the ones after it (CPU mode: CPU)."""
@@ -248,7 +284,10 @@ class Judge:
                 # Outputs the judge allocates hold NaN at first, then the previous seed's right answer:
                 # a kernel must write every element whatever it finds there (no skipping "done" work).
                 outputs = poisoned_like(expected) if not seen else tuple(t.clone() for t in seen[-1][1])
-                got = solution.run(inputs, case.shape, outputs)
+                try:
+                    got = solution.run(inputs, case.shape, outputs)
+                except SubmissionTimeout as e:
+                    raise SubmissionTimeout(f"{case}: {e}\n{self._limit_advice(task)}") from None
                 synchronize(self.device)
                 check_inputs_unchanged(pristine, inputs, str(case))
                 worst = max(worst, _compare(task, case, pristine, got, expected, str(case)))

@@ -270,30 +270,40 @@ class _Worker:
 # GPU pool's slot thread, or an RL framework's short-lived thread, would be killed when that thread ends.
 _spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kerneldojo-spawner")
 
-# One spare worker per device, started ahead so that its start-up is off the step's critical path.
-_spares: dict[tuple, _Worker] = {}
+# Spare workers per device, started ahead so that their start-up (importing torch and Triton, the CUDA
+# context: seconds) is off the step's critical path. A step can take less time than a worker takes to
+# start, so one spare is not enough for back-to-back steps: the oldest (the likeliest warm) is taken and
+# the queue topped up. KERNELDOJO_SPARE_WORKERS sets how many (each holds a CUDA context on a GPU).
+SPARE_WORKERS = max(1, int(os.environ.get("KERNELDOJO_SPARE_WORKERS", "2")))
+_spares: dict[tuple, list[_Worker]] = {}
 _spares_lock = threading.Lock()  # the GPU pool takes workers from several threads
 
 
 def _take_worker(device: Device, limits: dict | None = None, replace: bool = True) -> _Worker:
-    """The spare worker for this device and these limits (or a new one); with `replace`, a new spare starts."""
+    """The oldest live spare worker for this device and these limits (or a new one); with `replace`, the
+    spares are topped up."""
     key, limits = _spare_key(device, limits)
     with _spares_lock:
-        worker = _spares.pop(key, None)
-        if worker is None or not worker.process.is_alive():
-            worker = _Worker(device, limits)
+        queue_ = _spares.setdefault(key, [])
+        queue_[:] = [w for w in queue_ if w.process.is_alive()]
+        worker = queue_.pop(0) if queue_ else _Worker(device, limits)
         if replace:
-            _spares[key] = _Worker(device, limits)
+            _top_up(queue_, device, limits)
     return worker
 
 
 def _start_spare(device: Device, limits: dict | None = None) -> None:
-    """Start a spare worker for this device and these limits, unless a live one is waiting."""
+    """Top up the spare workers for this device and these limits."""
     key, limits = _spare_key(device, limits)
     with _spares_lock:
-        spare = _spares.get(key)
-        if spare is None or not spare.process.is_alive():
-            _spares[key] = _Worker(device, limits)
+        queue_ = _spares.setdefault(key, [])
+        queue_[:] = [w for w in queue_ if w.process.is_alive()]
+        _top_up(queue_, device, limits)
+
+
+def _top_up(queue_: list[_Worker], device: Device, limits: dict) -> None:
+    while len(queue_) < SPARE_WORKERS:
+        queue_.append(_Worker(device, limits))
 
 
 def _spare_key(device: Device, limits: dict | None) -> tuple[tuple, dict]:
@@ -305,7 +315,7 @@ def _spare_key(device: Device, limits: dict | None) -> tuple[tuple, dict]:
 def _stop_spares() -> None:
     """At the judge's exit: spare workers and their cgroups go too (runs before multiprocessing's own)."""
     with _spares_lock:
-        spares = list(_spares.values())
+        spares = [worker for queue_ in _spares.values() for worker in queue_]
         _spares.clear()
     for worker in spares:
         with contextlib.suppress(Exception):

@@ -40,6 +40,16 @@ def test_identical_submission_is_reused_unless_retimed(tmp_path):
     assert not Judge("cpu", result_cache=tmp_path, seeds=2).evaluate("vector_add", source, "triton").reused
     hang = "import time\n\ndef solution(x, y):\n    time.sleep(60)\n"
     limited = Judge("cpu", result_cache=tmp_path, limits={"run": 1, "compile": 0})
-    assert [limited.evaluate("vector_add", hang, "python").status for _ in range(2)] == ["timeout", "timeout"]
+    timeouts = [limited.evaluate("vector_add", hang, "python") for _ in range(2)]
+    assert [r.status for r in timeouts] == ["timeout", "timeout"] and not timeouts[1].reused
+    assert "float32" in timeouts[0].messages[0] and "A run may take 1 s here" in timeouts[0].messages[0]
     stored = list(ResultCache(tmp_path).folder.rglob("*.json"))
     assert len(stored) == 3 and all('"status":"ok"' in p.read_text() for p in stored)
+
+
+def test_run_limit_follows_the_reference(cpu_judge):
+    from kerneldojo.judge import RUN_LIMIT
+    from kerneldojo.tasks import get_task
+
+    limits = cpu_judge._limits_for(get_task("vector_add"))
+    assert limits["run"] >= RUN_LIMIT["cpu"][0] and limits["compile"] > 0
