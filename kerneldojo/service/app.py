@@ -154,7 +154,10 @@ def create_app(config: ServiceConfig, executor: Executor | None = None) -> FastA
         problems = []
         for error in exc.errors():
             where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
-            problems.append(f"{where}: {error.get('msg')}")
+            message = error.get("msg")
+            if where == "body" and error.get("type") in ("model_attributes_type", "dict_type"):
+                message = "expected a JSON object, sent with Content-Type: application/json"
+            problems.append(f"{where}: {message}")
         metrics.rejected.labels("422").inc()
         return JSONResponse({"detail": "; ".join(problems)}, status_code=422)
 
