@@ -28,6 +28,7 @@ from kerneldojo.graders.compile import check_language, detect_language
 from kerneldojo.result import EvalResult
 from kerneldojo.tasks import TaskError, get_task, list_tasks
 
+from . import db  # noqa: F401  (registers the database store with ResultStore)
 from .leaderboard import render_leaderboard, render_store, standings
 from .progress import BatchProgress, LineProgress
 from .store import ResultStore, submission_hash

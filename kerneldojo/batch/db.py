@@ -99,6 +99,8 @@ def migrate(engine: Engine, revision: str = "head") -> None:
 class SqlStore(ResultStore):
     """A result store in SQLite or PostgreSQL; see `kerneldojo.batch.store` for the API."""
 
+    kind = "database"
+
     def __init__(self, target: Path | str):
         self.url = database_url(target)
         self.unreadable = 0

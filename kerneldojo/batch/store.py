@@ -82,14 +82,11 @@ class ResultStore:
 
     unreadable = 0  # records that could not be read (counted by records())
 
+    kind = ""  # each kind of store names itself: "jsonl", "database" (`batch.db`, imported by `kerneldojo.batch`)
+
     def __new__(cls, target: Path | str):
         if cls is ResultStore:
-            if is_database(target):
-                from .db import SqlStore
-
-                cls = SqlStore
-            else:
-                cls = JsonlStore
+            cls = {k.kind: k for k in ResultStore.__subclasses__()}["database" if is_database(target) else "jsonl"]
         return super().__new__(cls)
 
     def records(self) -> Iterator[dict]:
@@ -117,6 +114,8 @@ class ResultStore:
 
 class JsonlStore(ResultStore):
     """The append-only JSONL store: one synced line per record, locked while written."""
+
+    kind = "jsonl"
 
     def __init__(self, path: Path | str):
         self.path = Path(path)
