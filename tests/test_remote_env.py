@@ -1,0 +1,74 @@
+"""A remote env: the same KernelEnv with its steps judged by a kerneldojo service on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+
+import gymnasium
+import pytest
+import submissions as subs
+from gymnasium.utils.env_checker import check_env
+from served import served_in_thread
+
+import kerneldojo
+from kerneldojo.env.remote import AsyncRemoteJudge, RemoteError, RemoteJudge
+from kerneldojo.service import ServiceConfig, load_tokens
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory):
+    tokens = load_tokens('{"tokens": {"trainer": {"secret": "s3cret"}}}')
+    with served_in_thread(ServiceConfig(state_dir=tmp_path_factory.mktemp("remote"), devices="cpu:1",
+                                        tokens=tokens)) as url:  # fmt: skip
+        yield url
+
+
+def test_check_env_and_an_episode(url):
+    env = kerneldojo.make("vector_add", remote=url, token="s3cret", max_turns=4)
+    assert isinstance(env.unwrapped.judge, RemoteJudge)
+    check_env(env.unwrapped, skip_render_check=True)
+    obs, info = env.reset(seed=0)
+    steps = [subs.VECTOR_ADD_TRITON, subs.VECTOR_ADD_OFF_BY_ONE, subs.VECTOR_ADD_SYNTAX_ERROR, obs["starter"]]
+    statuses, rewards = [], []
+    for n, source in enumerate(steps, 1):
+        obs, reward, terminated, truncated, info = env.step(source)
+        statuses.append(info["status"])
+        rewards.append(reward)
+        assert obs["turn"] == n and obs["feedback"] and terminated is False and truncated is (n == 4)
+    assert statuses == ["ok", "wrong", "compile_error", "ok"]
+    assert rewards == [1.0, 0.0, 0.0, 1.0]
+
+
+def test_the_reward_is_the_callers(url):
+    env = kerneldojo.make("vector_add", remote=url, token="s3cret", reward={"correct": 0.25})
+    env.reset()
+    assert env.step(subs.VECTOR_ADD_TRITON)[1] == 0.25
+
+
+def test_a_wrong_token_is_a_clear_error(url):
+    env = kerneldojo.make("vector_add", remote=url, token="wrong")
+    env.reset()
+    with pytest.raises(RemoteError, match="401 missing or unknown token"):
+        env.step(subs.VECTOR_ADD_TRITON)
+
+
+def test_async_vector_env_over_remote_envs(url):
+    envs = gymnasium.vector.AsyncVectorEnv(
+        [lambda: gymnasium.make("kerneldojo/vector_add-v0", remote=url, token="s3cret", max_turns=2)] * 2,
+        shared_memory=False)  # fmt: skip
+    try:
+        envs.reset(seed=0)
+        _, rewards, _, _, infos = envs.step([subs.VECTOR_ADD_TRITON, subs.VECTOR_ADD_OFF_BY_ONE])
+    finally:
+        envs.close()
+    assert list(infos["status"]) == ["ok", "wrong"] and list(rewards) == [1.0, 0.0]
+
+
+def test_async_client_with_many_requests_in_flight(url):
+    async def run():
+        async with AsyncRemoteJudge(url, token="s3cret") as judge:
+            sources = [subs.VECTOR_ADD_TRITON, subs.VECTOR_ADD_SYNTAX_ERROR] * 8
+            return await asyncio.gather(*(judge.evaluate("vector_add", s) for s in sources))
+
+    results = asyncio.run(run())
+    assert [r.status for r in results] == ["ok", "compile_error"] * 8
