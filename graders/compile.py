@@ -7,6 +7,7 @@ signature uses `scalar_t`. Builds are cached under a key of everything that chan
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import hashlib
 import logging
@@ -120,19 +121,32 @@ def _build_native(task: Task, source: str, language: str, arch: str) -> Build:
     if language == "cute":
         base_flags += ["-I", str(cutlass_include_dir())]
         toolchain.append(cutlass_version())
-    libraries, all_cached = {}, True
+    header = signature_header(task)
+    builds = {}  # dtype -> (flags, library): reused by content hash, else built
     for dtype in dtypes:
         flags = [*base_flags, f"-Dscalar_t={C_SCALAR_TYPES[dtype]}", f"-DKD_DTYPE_{dtype.upper()}",
                  "-include", SIGNATURE_HEADER]
-        header = signature_header(task)
         key = _digest(language, source, header, *flags, *toolchain)
-        library = cache_dir() / key / "submission.so"
-        if not library.exists():
-            all_cached = False
-            _run_nvcc(nvcc, source, flags, library, f"{task.id} ({language}, {dtype})", header)
+        builds[dtype] = flags, cache_dir() / key / "submission.so"
+    missing = [dtype for dtype, (_, library) in builds.items() if not library.exists()]
+
+    def build(dtype: str) -> None:
+        flags, library = builds[dtype]
+        _run_nvcc(nvcc, source, flags, library, f"{task.id} ({language}, {dtype})", header)
+
+    # A file's dtypes build at once (nvcc is one process per build, mostly single-threaded); the first
+    # dtype's error, in the task's order, is the one reported.
+    if len(missing) > 1:
+        with concurrent.futures.ThreadPoolExecutor(len(missing), thread_name_prefix="kerneldojo-nvcc") as pool:
+            for future in [pool.submit(build, dtype) for dtype in missing]:
+                future.result()
+    elif missing:
+        build(missing[0])
+    for _, library in builds.values():
         _check_exports(library)
-        libraries[dtype] = library
-    return Build(language, cache_dir() / key / "submission.cu", libraries, cached=all_cached)
+    libraries = {dtype: library for dtype, (_, library) in builds.items()}
+    last = next(reversed(libraries.values()))
+    return Build(language, last.with_name("submission.cu"), libraries, cached=not missing)
 
 
 def _write_atomically(path: Path, text: str) -> None:
