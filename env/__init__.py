@@ -20,6 +20,10 @@ def register_all() -> None:
         if env_id not in gymnasium.registry:
             # No max_episode_steps: the env truncates at its own `max_turns`, which callers set.
             gymnasium.register(env_id, entry_point="kerneldojo.env.kernel_env:KernelEnv", kwargs={"task": task_id})
+    for suite in ("kernelbench", "gpumode"):  # problems of other suites, from a path: kerneldojo.adapters.gym
+        if f"kerneldojo/{suite}-v0" not in gymnasium.registry:
+            gymnasium.register(f"kerneldojo/{suite}-v0", entry_point="kerneldojo.adapters.gym:SuiteEnv",
+                               kwargs={"suite": suite})
 
 
 def __getattr__(name: str):

@@ -177,12 +177,12 @@ def _reduced(ns: dict, sizes: list[str], full: dict) -> tuple[dict, tuple, tuple
     the inputs under SMALL_NUMEL elements and still runs (Model's output on real inputs); with them, the
     outputs and inputs of that run."""
     make_inputs, reference, _, _ = runtime.kernelbench_reference(ns, sizes, INIT_SEED)
-    errors = []
+    errors, tried = [], []
     for factor in (2**i for i in range(24, -1, -1)):
         shape = {k: max(MIN_SCALED // 2, v // factor) if v >= MIN_SCALED else v for k, v in full.items()}
-        if factor > 1 and shape == {k: max(MIN_SCALED // 2, v // (factor * 2)) if v >= MIN_SCALED else v
-                                    for k, v in full.items()}:
-            continue  # this factor changes nothing over the next larger one
+        if shape in tried:  # a larger factor gave these sizes already
+            continue
+        tried.append(shape)
         try:
             numel = _input_numel(ns, sizes, shape)
         except Exception as e:
