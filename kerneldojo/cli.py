@@ -223,7 +223,10 @@ def cmd_batch(args) -> int:
     with pool:
         print(f"kerneldojo: {len(subs)} submissions on {pool.describe()} -> {args.out}", file=sys.stderr)
         summary = run_batch(subs, args.out, pool, progress=default_progress(), submitter=args.submitter)
-    print(f"kerneldojo: {summary.evaluated} evaluated, {summary.skipped} already in {args.out}, "
+        if hasattr(pool, "report"):  # throughput and where the time went (GPUPool)
+            print(pool.report(), file=sys.stderr)
+    print(f"kerneldojo: {summary.evaluated} evaluated ({summary.reused} reused from the result cache), "
+          f"{summary.skipped} already in {args.out}, "
           f"{summary.failed} judge errors", file=sys.stderr)  # fmt: skip
     print(render_store(args.out))
     return 1 if summary.failed else 0

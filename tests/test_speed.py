@@ -53,3 +53,33 @@ def test_run_limit_follows_the_reference(cpu_judge):
 
     limits = cpu_judge._limits_for(get_task("vector_add"))
     assert limits["run"] >= RUN_LIMIT["cpu"][0] and limits["compile"] > 0
+
+
+def test_pool_reports_throughput_phases_and_reuse(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELDOJO_RESULT_CACHE", "on")
+    monkeypatch.setenv("KERNELDOJO_CACHE", str(tmp_path))
+    from kerneldojo.batch.pool import GPUPool
+
+    source = subs.VECTOR_ADD_TRITON + "\n# pool\n"
+    with GPUPool("cpu:1", coalesce=False) as pool:
+        first = pool.submit("vector_add", source).result()
+        again = pool.submit("vector_add", source).result()
+        stats = pool.stats.summary()
+    assert first.status == again.status == "ok" and again.reused and "queue" in first.phases
+    assert stats["evaluations"] == 2 and stats["reused"] == 1 and stats["evaluations_per_hour"] > 0
+    assert abs(sum(stats["phase_share"].values()) - 1) < 1e-6 and "evaluations" in pool.report()
+
+
+def test_gpu_lock_lets_checks_share_and_timing_wait():
+    import threading
+
+    from kerneldojo.batch.pool import GPULock
+
+    lock, order = GPULock(), []
+    with lock.shared(), lock.shared():  # two checks at once
+        timing = threading.Thread(target=lambda: lock.exclusive().__enter__() or order.append("timed"))
+        timing.start()
+        timing.join(0.2)
+        order.append("checks done")
+    timing.join(5)
+    assert order == ["checks done", "timed"]

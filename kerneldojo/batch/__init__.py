@@ -130,6 +130,7 @@ class BatchSummary:
     submitted: int = 0
     skipped: int = 0  # already in the store
     evaluated: int = 0
+    reused: int = 0  # of those evaluated, answered from the judge's result cache (an identical earlier source)
     failed: int = 0  # the judge itself failed: nothing recorded, a rerun retries them
 
 
@@ -171,6 +172,7 @@ def run_batch(
                     continue
                 append(record_of(sub, outcome.result, outcome.slot, submitter))
                 summary.evaluated += 1
+                summary.reused += outcome.result.reused
                 if progress:
                     progress.advance(outcome.result.status, f"{where}: {outcome.result.summary()}")
         finally:

@@ -1,8 +1,11 @@
 """The GPU pool (in the judge's process): many submissions over the GPUs of one host, one judge per GPU.
 
-N GPUs give N slots. A slot owns one `Judge` (which caches reference timings for its device)
-and one thread, so a GPU never runs two evaluations at once and its timings see an idle
-device. Compilation is CPU work and overlaps: CUDA/CuTe sources are built by `nvcc` on a
+N GPUs give N × `workers_per_gpu` slots. A slot owns one `Judge` (which caches reference timings for
+its device) and one thread. Several slots of one GPU check correctness at the same time, but a GPU's
+timing phases (the submission's timed runs and profile, a reference's timing) hold it exclusively: a
+per-GPU read-write lock (`GPULock`) that correctness checks share and timing takes alone, so timings
+still see an idle device. A hang or a crash costs its own slot's worker only.
+Compilation is CPU work and overlaps: CUDA/CuTe sources are built by `nvcc` on a
 thread pool sized to the CPU cores before they queue for a slot, so a slot is not held while
 `nvcc` runs (the judge's own compile step then hits the build cache). A compile error is
 answered from the compile stage and never takes a slot. Triton/Python "compilation" is a
@@ -22,6 +25,7 @@ exercises the same code.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import os
 import queue
 import threading
@@ -172,6 +176,7 @@ class _Job:
     key: str
     future: cf.Future
     compile_s: float = 0.0
+    queued_at: float = 0.0
 
 
 class GPUPool:
@@ -190,9 +195,15 @@ class GPUPool:
         compile_workers: int | None = None,
         judge_factory: Callable[[str], Any] | None = None,
         coalesce: bool = True,
+        workers_per_gpu: int = 1,
+        retime: bool = False,
         **judge_kwargs,
     ):
-        specs = parse_devices(devices, cpu_slots)
+        if workers_per_gpu < 1:
+            raise ValueError(f"workers_per_gpu must be at least 1, not {workers_per_gpu}")
+        specs = [spec for spec in parse_devices(devices, cpu_slots)
+                 for _ in range(1 if spec.device == "cpu" else workers_per_gpu)]
+        self.retime = retime  # evaluate identical submissions again even when the judges' result cache has them
         if len(specs) > 1 and judge_kwargs.get("isolation") == "none":
             raise ValueError("isolation='none' runs submissions inside the judge's process; a pool of "
                              f"{len(specs)} slots needs isolation='process'")  # fmt: skip
@@ -210,6 +221,7 @@ class GPUPool:
         self._inflight: dict[str, list[cf.Future]] = {}  # key -> futures of later identical submissions
         self._lock = threading.Lock()
         self._closed = False
+        self.stats = PoolStats(gpus=len({s.spec.device for s in self.slots if s.spec.device != "cpu"}) or None)
         self._threads = [threading.Thread(target=self._serve, args=(slot,), name=f"kerneldojo-slot-{slot.name}",
                                           daemon=True) for slot in self.slots]  # fmt: skip
         for thread in self._threads:
@@ -329,6 +341,7 @@ class GPUPool:
                 job.compile_s = time.perf_counter() - started
         except Exception:  # anything else: the judge's own compile step meets it again and reports it
             pass
+        job.queued_at = time.perf_counter()
         self._runs.put(job)
 
     def _serve(self, slot: Slot) -> None:
@@ -345,15 +358,25 @@ class GPUPool:
             if abandoned:
                 self._finish(job)
                 continue
+            queued_s = time.perf_counter() - job.queued_at
             try:
-                result = slot.judge.evaluate(job.task, job.source, job.language)
+                retime = {"retime": True} if self.retime else {}  # a custom judge_factory's judge may not take it
+                result = slot.judge.evaluate(job.task, job.source, job.language, **retime)
             except BaseException as e:  # a failure of the judge, not of the submission
                 self._finish(job, error=e, slot=slot)
                 continue
             slot.evaluations += 1
             result.compile_s += job.compile_s
-            result.wall_s += job.compile_s
+            result.wall_s += job.compile_s + queued_s
+            if not result.reused:
+                result.phases = {"queue": queued_s, **result.phases}
+                result.phases["compile"] = result.phases.get("compile", 0.0) + job.compile_s
+            self.stats.add(result)
             self._finish(job, result, slot=slot)
+
+    def report(self) -> str:
+        """Throughput and where the time went, for the batch's summary."""
+        return self.stats.render()
 
     def _finish(self, job: _Job, result: EvalResult | None = None, error: BaseException | None = None,
                 slot: Slot | None = None) -> None:  # fmt: skip
@@ -370,6 +393,94 @@ class GPUPool:
                 pass
 
 
+class PoolStats:
+    """Counts over a pool's results: evaluations per GPU-hour (wall time since the pool started, times its
+    GPUs), how many were reused from the result cache, and the share of each phase in the evaluated ones."""
+
+    def __init__(self, gpus: int | None):
+        self.gpus, self.started = gpus, time.perf_counter()
+        self.evaluations = self.reused = 0
+        self.statuses: dict[str, int] = {}
+        self.phases: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def add(self, result: EvalResult) -> None:
+        with self._lock:
+            self.evaluations += 1
+            self.reused += result.reused
+            self.statuses[result.status] = self.statuses.get(result.status, 0) + 1
+            for name, seconds in result.phases.items():
+                self.phases[name] = self.phases.get(name, 0.0) + seconds
+
+    def summary(self) -> dict:
+        with self._lock:
+            wall_s = time.perf_counter() - self.started
+            total = sum(self.phases.values()) or 1.0
+            per_hour = self.evaluations / (wall_s / 3600) if wall_s > 0 else None
+            return {
+                "evaluations": self.evaluations, "reused": self.reused, "wall_s": wall_s, "gpus": self.gpus,
+                "statuses": dict(self.statuses), "phase_seconds": dict(self.phases),
+                "phase_share": {name: s / total for name, s in self.phases.items()},
+                "evaluations_per_hour": per_hour,
+                "evaluations_per_gpu_hour": per_hour / self.gpus if per_hour and self.gpus else None,
+            }  # fmt: skip
+
+    def render(self) -> str:
+        s = summary = self.summary()
+        rate = (f"{s['evaluations_per_gpu_hour']:.0f} evaluations per GPU-hour" if s["gpus"]
+                else f"{s['evaluations_per_hour'] or 0:.0f} evaluations per hour (CPU mode)")
+        shares = ", ".join(f"{name} {share:.0%}" for name, share in
+                           sorted(summary["phase_share"].items(), key=lambda kv: -kv[1]) if share >= 0.005)
+        return (f"kerneldojo: {s['evaluations']} evaluations in {s['wall_s']:.1f} s ({s['reused']} reused): "
+                f"{rate}; time by phase: {shares or 'none'}")
+
+
+class GPULock:
+    """Many correctness checks at once (`shared`), or one timing alone (`exclusive`); a waiting timing
+    keeps new checks out, so it is not starved."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+        self._waiting_writers = 0
+
+    @contextlib.contextmanager
+    def shared(self):
+        with self._cond:
+            self._cond.wait_for(lambda: not self._writer and not self._waiting_writers)
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self):
+        with self._cond:
+            self._waiting_writers += 1
+            self._cond.wait_for(lambda: not self._writer and not self._readers)
+            self._waiting_writers -= 1
+            self._writer = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
+
+
+_gpu_locks: dict[str, GPULock] = {}
+_gpu_locks_lock = threading.Lock()
+
+
+def gpu_lock(device: str) -> GPULock:
+    with _gpu_locks_lock:
+        return _gpu_locks.setdefault(device, GPULock())
+
+
 _reference_file_lock = threading.Lock()
 _reference_timing_lock = threading.Lock()
 
@@ -384,6 +495,23 @@ class SlotJudge(Judge):
     def _time_calls(self, calls):
         with _reference_timing_lock:
             return super()._time_calls(calls)
+
+    # With several slots on one GPU: checks share it, timings (the submission's, a reference's) hold it alone.
+    def _check(self, task, solution, result):
+        with self._gpu.shared():
+            return super()._check(task, solution, result)
+
+    def _time(self, task, solution, result, reference_times):
+        with self._gpu.exclusive():
+            return super()._time(task, solution, result, reference_times)
+
+    def _measure_reference(self, task, case, kind):
+        with self._gpu.exclusive():
+            return super()._measure_reference(task, case, kind)
+
+    @property
+    def _gpu(self) -> GPULock:
+        return gpu_lock(str(self.device.torch_device))
 
     def _save_reference_times(self) -> None:
         with _reference_file_lock:
