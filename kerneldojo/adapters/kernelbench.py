@@ -119,8 +119,8 @@ def _adapt(problem: Problem, text: str) -> None:
     missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not callable(ns.get(n))]
     if missing:
         raise _Unsupported(f"not a KernelBench problem: defines no {', '.join(missing)}")
-    sizes = [k for k, v in ns.items() if type(v) is int and not k.startswith("_")]
-    full = {k: ns[k] for k in sizes}
+    full = runtime.size_constants(text)
+    sizes = list(full)
     small, outputs, inputs = _reduced(ns, sizes, full)
     dtype = next((str(t.dtype).removeprefix("torch.") for t in inputs if t.is_floating_point()), "float32")
     dtype = dtype if dtype in TOLERANCE else "float32"
@@ -162,7 +162,7 @@ def _exec(path: Path) -> dict:
 
 def _literal(ns: dict, sizes: list[str], values: dict) -> list:
     """get_init_inputs() at these sizes, as literals a solution's footer can hold."""
-    ns.update(values)
+    runtime.resize(ns, values)
     init = list(ns["get_init_inputs"]())
     try:
         ast.literal_eval(repr(init))
@@ -210,7 +210,7 @@ def _reduced(ns: dict, sizes: list[str], full: dict) -> tuple[dict, tuple, tuple
 
 
 def _input_numel(ns: dict, sizes: list[str], shape: dict) -> int:
-    ns.update({k: shape[k] for k in sizes})
+    runtime.resize(ns, {k: shape[k] for k in sizes})
     with torch.device("meta"):
         return sum(t.numel() for t in ns["get_inputs"]() if isinstance(t, torch.Tensor))
 

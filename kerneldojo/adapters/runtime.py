@@ -8,6 +8,7 @@ Nothing here imports either side.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import sys
@@ -17,6 +18,55 @@ from pathlib import Path
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+APPENDED = "# ---- appended by kerneldojo"  # where a generated file's own lines start
+
+
+def size_constants(source: str) -> dict[str, int]:
+    """A problem's sizes: its module-level int constants (`dim = 4096`) and the ints of its module-level
+    tuples of ints (`input_shape = (32768,)` gives `input_shape[0]`)."""
+    sizes = {}
+    for name, value in _assignments(ast.parse(source)):
+        if _is_int(value):
+            sizes[name] = value.value
+        elif isinstance(value, ast.Tuple) and value.elts and all(_is_int(e) for e in value.elts):
+            sizes |= {f"{name}[{i}]": e.value for i, e in enumerate(value.elts)}
+    return sizes
+
+
+def resize(ns: dict, values: dict[str, int], source: str | None = None) -> None:
+    """Re-run a problem module's top-level assignments with these sizes, so constants derived from them
+    (`bias_shape = (out_channels, 1, 1)`) follow. `source` defaults to the module's file, up to what a
+    generated file appended."""
+    if not values or ns.get("_kd_sizes") == values:
+        return
+    if source is None:
+        source = Path(ns["__file__"]).read_text().split(APPENDED)[0]
+    tree = ast.parse(source)
+    body = []
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name = node.targets[0].id
+        if name in values and _is_int(node.value):
+            node.value = ast.Constant(values[name])
+        elif isinstance(node.value, ast.Tuple) and f"{name}[0]" in values:
+            node.value.elts = [ast.Constant(values.get(f"{name}[{i}]", e.value if _is_int(e) else e))
+                               if _is_int(e) else e for i, e in enumerate(node.value.elts)]
+        body.append(node)
+    exec(compile(ast.fix_missing_locations(ast.Module(body, [])), "<kerneldojo sizes>", "exec"), ns)
+    ns["_kd_sizes"] = dict(values)
+
+
+def _assignments(tree: ast.Module):
+    for node in tree.body:
+        single = isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        if single and not node.targets[0].id.startswith("_"):
+            yield node.targets[0].id, node.value
+
+
+def _is_int(node) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int
 
 
 def kernelbench_reference(ns: dict, sizes: list[str], init_seed: int) -> tuple[Callable, ...]:
@@ -29,7 +79,7 @@ def kernelbench_reference(ns: dict, sizes: list[str], init_seed: int) -> tuple[C
     models: dict = {}
 
     def make_inputs(shape: dict, seed: int, device) -> tuple:
-        ns.update({k: shape[k] for k in sizes})
+        resize(ns, {k: shape[k] for k in sizes})
         with torch.random.fork_rng(devices=[]), torch.device(device):
             torch.manual_seed(seed)
             inputs = ns["get_inputs"]()
@@ -39,14 +89,14 @@ def kernelbench_reference(ns: dict, sizes: list[str], init_seed: int) -> tuple[C
         tensors, key = split_sizes(args, len(sizes))
         device = next(t.device for t in tensors if isinstance(t, torch.Tensor))
         if (key, device) not in models:
-            ns.update(dict(zip(sizes, key)))
+            resize(ns, dict(zip(sizes, key)))
             models[key, device] = seeded_model(ns["Model"], ns["get_init_inputs"](), init_seed).to(device)
         with torch.no_grad():
             return models[key, device](*tensors)
 
     def bytes_moved(shape: dict) -> int:
         # The inputs once, a floor any solution that reads them meets (made on the meta device: no memory).
-        ns.update({k: shape[k] for k in sizes})
+        resize(ns, {k: shape[k] for k in sizes})
         with contextlib.suppress(Exception), torch.device("meta"):
             return max(1, sum(t.nbytes for t in ns["get_inputs"]() if isinstance(t, torch.Tensor)))
         return 1
