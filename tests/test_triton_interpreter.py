@@ -1,4 +1,5 @@
-"""Our fixes to Triton's CPU interpreter: bf16 dot products and float32 -> bf16 rounding."""
+"""Our fixes to Triton's CPU interpreter: bf16 dot products, arithmetic, comparisons and reductions, float32 ->
+bf16 rounding (tests/test_third_party_kernels.py runs real kernels that need the rest)."""
 
 import torch
 import triton
@@ -42,3 +43,31 @@ def test_bf16_dot_multiplies_values_not_bit_patterns():
         c = torch.empty(16, 16)
         dot[(1,)](a, b, c, N=16)
     torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-4, rtol=1e-4)
+
+
+@triton.jit
+def _larger(a, b):
+    return tl.where(a > b, a, b)
+
+
+def test_bf16_and_fp16_arithmetic_comparisons_and_reductions_work_on_values():
+    @triton.jit
+    def ops(x_ptr, y_ptr, out_ptr, red_ptr, scale, N: tl.constexpr):
+        r = tl.arange(0, N)
+        x, y = tl.load(x_ptr + r), tl.load(y_ptr + r)
+        tl.store(out_ptr + r, tl.where(x < y, x * y + y, tl.maximum(x, y) / scale.to(x.dtype)))
+        tl.store(red_ptr, tl.sum(x, 0).to(tl.float32))  # tl.max and tl.min widen to fp32 themselves, as on the GPU
+        tl.store(red_ptr + 1, tl.max(x, 0).to(tl.float32))
+        tl.store(red_ptr + 2, tl.min(x, 0).to(tl.float32))
+        tl.store(red_ptr + 3, tl.reduce(y, 0, _larger).to(tl.float32))  # a combine function of bf16 compares
+
+    for dtype in (torch.bfloat16, torch.float16):
+        x, y = torch.randn(64).to(dtype) * 3, -torch.rand(64).to(dtype)  # negative values: raw bits order wrongly
+        out, red = torch.empty_like(x), torch.empty(4)
+        with interpreter(True):
+            kernel = triton.jit(ops.fn)
+            kernel[(1,)](x, y, out, red, 2.5, N=64)
+        xf, yf = x.float(), y.float()
+        expected = torch.where(xf < yf, (xf * yf).to(dtype).float() + yf, torch.maximum(xf, yf) / 2.5).to(dtype)
+        torch.testing.assert_close(out, expected, rtol=1e-2, atol=1e-2)
+        torch.testing.assert_close(red, torch.stack([xf.sum(), xf.max(), xf.min(), yf.max()]), rtol=1e-2, atol=5e-2)
