@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 from gymnasium import spaces
 
+from kerneldojo.graders.compile import MAX_SOURCE_CHARS
 from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.judge import Judge, versions
 from kerneldojo.result import EvalResult
@@ -15,7 +16,6 @@ from kerneldojo.tasks import get_task
 from .feedback import render_feedback
 from .spaces import SourceText
 
-MAX_SOURCE_CHARS = 200_000
 MAX_TEXT_CHARS = 1_000_000
 
 

@@ -37,6 +37,8 @@ SIGNATURE_HEADER = "kd_signature.h"
 # An honest build is bounded by the CPU time each compiler process (nvcc, cicc, ptxas) may use, which a
 # loaded machine does not inflate; the wall clock only backs that up, generously, for a machine that
 # is shared. A long build says, every PROGRESS_EVERY_S, what it is building and for how long so far.
+# A submission's source, at most (the env's action space says the same): a kernel file is kilobytes.
+MAX_SOURCE_CHARS = 200_000
 COMPILE_CPU_S = 300
 COMPILE_WALL_S = 1200
 PROGRESS_EVERY_S = 20
@@ -61,7 +63,7 @@ def detect_language(source: str) -> str:
         return "cute"
     if re.search(r"__global__|extern\s+\"C\"|#include\s*[<\"]cuda", source):
         return "cuda"
-    if re.search(r"^\s*(import|from)\s+triton\b", source, re.M):
+    if re.search(r"^[ \t]*(import|from)[ \t]+triton\b", source, re.M):
         return "triton"
     return "python"
 
@@ -71,7 +73,7 @@ def language_mismatch(source: str, language: str) -> str | None:
 
     Only a clear sign counts: CUDA or CuTe includes and `__global__`, or Python imports and `def`."""
     detected = detect_language(source)
-    if detected == "python" and not re.search(r"^\s*(import|from|def)\s", source, re.M):
+    if detected == "python" and not re.search(r"^[ \t]*(import|from|def)\s", source, re.M):
         return None  # no sign of Python either: let the compiler speak
     native = {"cuda", "cute"}
     if (language in native) == (detected in native) and not (language == "cuda" and detected == "cute"):
@@ -92,6 +94,9 @@ def check_language(task: Task, language: str) -> None:
 
 def compile_submission(task: Task, source: str, language: str, arch: str) -> Build:
     """Write or build the submission. `arch` is e.g. '90a' (the GPU's, or the CPU-mode default)."""
+    if len(source) > MAX_SOURCE_CHARS:
+        raise CompileError(f"the source has {len(source)} characters, more than the {MAX_SOURCE_CHARS} a submission "
+                           "may have: send the kernel file alone")
     if mismatch := language_mismatch(source, language):
         raise CompileError(mismatch)
     if language in ("triton", "python"):

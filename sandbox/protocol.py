@@ -22,6 +22,7 @@ import math
 import os
 import pickle
 import re
+import reprlib
 import socket
 import struct
 from collections.abc import Callable
@@ -86,9 +87,16 @@ def unwrap_reply(kind: str, payload):
     raise Flagged({"timing_channel": message("timing_channel", f"a reply of unknown kind {kind!r}")})
 
 
+# What a worker sent that is not text is shown, never rendered in full: its repr could be of any length.
+_BOUNDED_REPR = reprlib.Repr()
+_BOUNDED_REPR.maxlevel = 3
+_BOUNDED_REPR.maxlist = _BOUNDED_REPR.maxtuple = _BOUNDED_REPR.maxdict = _BOUNDED_REPR.maxset = 20
+_BOUNDED_REPR.maxstring = _BOUNDED_REPR.maxother = 200
+
+
 def capped(text) -> str:
     """A worker's text as the judge keeps it: at most MESSAGE_CAP_CHARS, saying so when cut."""
-    text = text if isinstance(text, str) else repr(text)[:MESSAGE_CAP_CHARS]
+    text = text if isinstance(text, str) else _BOUNDED_REPR.repr(text)[:MESSAGE_CAP_CHARS]
     if len(text) <= MESSAGE_CAP_CHARS:
         return text
     return f"{text[:MESSAGE_CAP_CHARS]}\n[... {len(text) - MESSAGE_CAP_CHARS} more characters cut]"
@@ -300,9 +308,11 @@ class Frame:
 
 def dumps(obj, cuda_ipc: bool = False, share_fds: bool = False) -> Frame:
     """Encode a message; with `cuda_ipc` (a worker on the judge's host) CUDA tensors go by IPC handle, with
-    `share_fds` (the judge's requests) CPU tensors in shared memory go as descriptors, so ranks share them."""
+    `share_fds` (the judge's requests) CPU tensors in shared memory go as descriptors, so ranks share them.
+    A worker's reply is written without a memo (`fast`), as the judge's reading of it requires."""
     buffer = io.BytesIO()
     pickler = _Pickler(buffer, cuda_ipc, share_fds)
+    pickler.fast = not share_fds
     pickler.dump(obj)
     return Frame(buffer.getvalue(), pickler.fds)
 
@@ -310,10 +320,56 @@ def dumps(obj, cuda_ipc: bool = False, share_fds: bool = False) -> Frame:
 def loads(frame: Frame, device: torch.device, materialize: Callable[..., Build] | None = None):
     """Decode a frame: a reply (no `materialize`: no class may be named) or a request (trusted)."""
     try:
+        if materialize is None:
+            check_reply_shape(frame.data)
         return _Unpickler(frame.data, device, materialize, frame.fds).load()
     finally:
         for fd in frame.fds:
             os.close(fd)
+
+
+# Nesting in a reply: the judge's replies are a few levels deep; hashing or printing a deeper one recurses in C.
+REPLY_DEPTH_CAP = 32
+_MEMO_FETCH = frozenset({"GET", "BINGET", "LONG_BINGET"})
+_MEMO_STORE = frozenset({"PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"})
+_CONTAINER_UPDATES = frozenset({"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS"})
+
+
+def check_reply_shape(data: bytes) -> None:
+    """Refuses, in one linear pass over its opcodes and before any object is built, a reply whose objects
+    could cost the judge more than their bytes: a memo fetch (one object reused, so a few bytes unfold into
+    exponentially many hash or repr steps) or nesting deeper than REPLY_DEPTH_CAP (C recursion: a crash)."""
+    import pickletools
+
+    stack: list[int] = []  # the nesting depth of each object on the unpickler's stack
+    marks: list[int] = []
+    try:
+        for op, _, _ in pickletools.genops(data):
+            if op.name in _MEMO_FETCH:
+                raise pickle.UnpicklingError("a reply may not reuse an object (pickle memo)")
+            if op.name in _MEMO_STORE:
+                continue
+            if op.name == "MARK":
+                marks.append(len(stack))
+                continue
+            popped = []
+            if pickletools.markobject in op.stack_before:
+                start = marks.pop() if marks else 0
+                popped, stack[start:] = stack[start:], []
+            fixed = [x for x in op.stack_before if x not in (pickletools.markobject, pickletools.stackslice)]
+            update = op.name in _CONTAINER_UPDATES  # the container stays, below what is added to it
+            for _ in fixed[update:]:
+                popped.append(stack.pop() if stack else 0)
+            depth = 1 + max(popped, default=0)
+            if depth > REPLY_DEPTH_CAP:
+                raise pickle.UnpicklingError(f"a reply nested deeper than {REPLY_DEPTH_CAP} levels")
+            if update:
+                if stack:
+                    stack[-1] = max(stack[-1], depth)
+            else:
+                stack.extend([depth] * len(op.stack_after))
+    except (ValueError, IndexError) as e:  # genops on a malformed stream
+        raise pickle.UnpicklingError(f"a malformed reply: {e}") from None
 
 
 def send_frame(sock: socket.socket, frame: Frame) -> None:

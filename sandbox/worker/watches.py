@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import triton_interpreter as _interpreter_fixes
 from .triton_interpreter import in_launch as _in_launch
 
 
@@ -26,7 +28,8 @@ class ForbiddenOps(TorchDispatchMode):
     Composite operators decompose before they reach the dispatcher, so `torch.matmul` shows up as
     `aten.mm`. An in-place variant counts as its operator (`x.mul_(y)` is `aten.mul`). Triton's
     interpreter moves tensors with aten copies of its own inside a launch: those are not the
-    submission's (CPU mode, where this watch is the only evidence, is best effort).
+    submission's, and only the interpreter's own code gets that pass: a kernel's body is plain Python
+    there and could call torch itself (CPU mode, where this watch is the only evidence, is best effort).
     """
 
     name = "forbidden_op"
@@ -49,9 +52,32 @@ class ForbiddenOps(TorchDispatchMode):
         op = f"aten.{func.overloadpacket.__name__}"
         if op.endswith("_") and not op.endswith("__"):  # in-place twins (mul_, exp_) do the same work
             op = op[:-1]
-        if self.allowed is not None and op not in self.allowed and op not in self.called and not _in_launch():
+        if (self.allowed is not None and op not in self.allowed and op not in self.called
+                and not (_in_launch() and _called_by_interpreter())):
             self.called.append(op)
         return func(*args, **(kwargs or {}))
+
+
+def _triton_file() -> str | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec("triton")
+    return spec.origin if spec else None
+
+
+# Where Triton's interpreter and kerneldojo's fixes to it live: code there runs a launch, not a kernel.
+_INTERPRETER_CODE = (os.path.dirname(_triton_file() or "/\0/x") + os.sep,
+                     os.path.splitext(_interpreter_fixes.__file__)[0])
+_TORCH_CODE = os.path.dirname(torch.__file__) + os.sep
+
+
+def _called_by_interpreter() -> bool:
+    """Whether the innermost Python caller outside torch is the interpreter's code, not Python that a
+    kernel's body called."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_TORCH_CODE):
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename.startswith(_INTERPRETER_CODE)
 
 
 @contextlib.contextmanager

@@ -157,3 +157,52 @@ def test_a_scratch_folder_too_deep_for_rmtree_is_still_removed(short_judge):
     scratch = result.messages[0].rsplit("scratch at ", 1)[1].split()[0]
     assert scratch.startswith("/") and not Path(scratch).exists(), scratch
     _honest_passes(short_judge)
+
+
+# Red team round 3 (2026-11-24): replies whose few bytes unfold into work or memory in the judge.
+def _raw_reply(body: str) -> str:
+    """A submission that, at import, answers the judge's load request (seq 1) with a hand-made reply whose
+    body is the pickle opcodes that the expression `body` gives."""
+    frame = f'b"\\x80\\x04(J" + (1).to_bytes(4, "little") + b"\\x8c\\x02ok" + {body} + b"t."'
+    return ("import gc\n\n"
+            f"frame = {frame}\n"
+            "end = next(o for o in gc.get_objects() if type(o).__name__ == 'WorkerEnd')\n"
+            "end.sock.sendall(len(frame).to_bytes(8, 'big') + frame)\n\n\n"
+            "def solution(x, y):\n    return x\n")
+
+
+# {K: 1} where K = (K', K') forty times over, through the memo: 2**40 tuple hashes in one C call.
+HASH_BOMB = _raw_reply('b"})" + b"".join(b"\\x94j" + i.to_bytes(4, "little") + b"\\x86" for i in range(40))'
+                       ' + b"K\\x01s"')
+# A dict key nested 300,000 tuples deep: hashing it recurses in C until the judge's stack overflows.
+DEEP_KEY = _raw_reply('b"})" + b"\\x85" * 300_000 + b"K\\x01s"')
+
+
+@pytest.mark.parametrize("attack", [HASH_BOMB, DEEP_KEY], ids=["memo_hash_bomb", "deep_key"])
+def test_a_reply_that_unfolds_in_the_judge_is_refused_unbuilt(short_judge, attack):
+    started = time.monotonic()
+    result = short_judge.evaluate("vector_add", attack, "python")
+    assert result.status == "runtime_error", result.messages
+    assert "reuse an object" in result.messages[0] or "nested deeper" in result.messages[0], result.messages
+    assert time.monotonic() - started < 60  # the load limit, plus the worker's start
+    _honest_passes(short_judge)
+
+
+def test_a_worker_text_is_shown_bounded_whatever_its_shape():
+    from kerneldojo.sandbox.protocol import MESSAGE_CAP_CHARS, capped
+
+    tree: list = []
+    for _ in range(40):  # as a reply it would need the memo; in the judge's own hands it must not be printed whole
+        tree = [tree, tree]
+    assert len(capped(tree)) <= MESSAGE_CAP_CHARS + 100
+
+
+def test_the_language_of_a_source_is_read_in_linear_time():
+    """A source of blank lines once cost the judge's language detection quadratic time (re.M with ^\\s*)."""
+    import subprocess
+    import sys
+
+    code = ("from kerneldojo.graders.compile import detect_language, language_mismatch\n"
+            "s = '\\n' * 199_000 + 'pass\\n'\n"
+            "assert detect_language(s) == 'python' and language_mismatch(s, 'triton') is None\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)  # quadratic: hours
