@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,9 +102,12 @@ def write_task(spec: dict, files: dict[str, str]) -> Task:
 
 def _toml(spec: dict) -> str:
     """The few TOML forms a generated task.toml needs: scalars, lists, tables of tables, inline tables."""
+    def key(k: str) -> str:  # a bare key where TOML allows one, else quoted (`"input_shape[0]"`)
+        return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
+
     def value(v) -> str:
         if isinstance(v, dict):
-            return "{" + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + "}"
+            return "{" + ", ".join(f"{key(k)} = {value(x)}" for k, x in v.items()) + "}"
         if isinstance(v, list):
             return "[" + ", ".join(value(x) for x in v) + "]"
         return json.dumps(v)  # strings, ints, floats, booleans: TOML spells them as JSON does
@@ -117,5 +121,5 @@ def _toml(spec: dict) -> str:
     for name, table in tables:
         for sub, entries in table.items():
             lines.append(f"\n[{name}.{sub}]")
-            lines += [f"{k} = {value(x)}" for k, x in entries.items()]
+            lines += [f"{key(k)} = {value(x)}" for k, x in entries.items()]
     return "\n".join(lines) + "\n"

@@ -174,23 +174,23 @@ def _literal(ns: dict, sizes: list[str], values: dict) -> list:
 
 def _reduced(ns: dict, sizes: list[str], full: dict) -> tuple[dict, tuple, tuple]:
     """The CPU-mode sizes: every size of MIN_SCALED or more divided by the smallest power of two that brings
-    the inputs under SMALL_NUMEL elements and still runs (Model's output on real inputs); with them, the
-    outputs and inputs of that run."""
+    the inputs under SMALL_NUMEL elements and still runs (Model's output on real inputs; smaller ones are
+    tried when it does not); with them, the outputs and inputs of that run."""
     make_inputs, reference, _, _ = runtime.kernelbench_reference(ns, sizes, INIT_SEED)
     errors, tried = [], []
-    for factor in (2**i for i in range(24, -1, -1)):
+    for factor in (2**i for i in range(25)):
         shape = {k: max(MIN_SCALED // 2, v // factor) if v >= MIN_SCALED else v for k, v in full.items()}
-        if shape in tried:  # a larger factor gave these sizes already
+        if shape in tried:
+            if tried[-1] == shape:  # every size is as small as it goes
+                break
             continue
         tried.append(shape)
         try:
             numel = _input_numel(ns, sizes, shape)
         except Exception as e:
             raise _Unsupported(f"get_inputs() fails on the meta device: {type(e).__name__}: {e}") from None
-        if numel > SMALL_NUMEL and factor > 1:
+        if numel > SMALL_NUMEL:
             continue
-        if numel > 64 * SMALL_NUMEL:
-            break
         try:
             inputs = make_inputs(shape, 0, "cpu")
             if not all(isinstance(t, torch.Tensor) for t in inputs):
@@ -206,7 +206,7 @@ def _reduced(ns: dict, sizes: list[str], full: dict) -> tuple[dict, tuple, tuple
             raise _Unsupported("Model returns a non-tensor")
         return shape, outputs, inputs
     raise _Unsupported("no reduced size runs on the CPU" + (f" (last: {errors[-1]})" if errors else
-                                                            f" under {64 * SMALL_NUMEL} input elements"))
+                                                            f": the inputs stay over {SMALL_NUMEL} elements"))
 
 
 def _input_numel(ns: dict, sizes: list[str], shape: dict) -> int:

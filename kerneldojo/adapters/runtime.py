@@ -23,50 +23,54 @@ APPENDED = "# ---- appended by kerneldojo"  # where a generated file's own lines
 
 
 def size_constants(source: str) -> dict[str, int]:
-    """A problem's sizes: its module-level int constants (`dim = 4096`) and the ints of its module-level
-    tuples of ints (`input_shape = (32768,)` gives `input_shape[0]`)."""
+    """A problem's sizes: its module-level names bound to an int (`N = 2048 * 2`, `height = width = 128`) or to
+    a tuple of ints (`input_shape = (32768,)` gives `input_shape[0]`) by an expression that names nothing
+    else. Names computed from others (`bias_shape = (out_channels, 1, 1)`) follow them (`resize`)."""
     sizes = {}
-    for name, value in _assignments(ast.parse(source)):
-        if _is_int(value):
-            sizes[name] = value.value
-        elif isinstance(value, ast.Tuple) and value.elts and all(_is_int(e) for e in value.elts):
-            sizes |= {f"{name}[{i}]": e.value for i, e in enumerate(value.elts)}
+    for names, value in _assignments(ast.parse(source)):
+        if any(isinstance(n, ast.Name) for n in ast.walk(value)):
+            continue
+        try:
+            evaluated = eval(compile(ast.Expression(value), "<size>", "eval"), {"__builtins__": {}})
+        except Exception:
+            continue
+        for name in names:
+            if type(evaluated) is int:
+                sizes[name] = evaluated
+            elif isinstance(evaluated, tuple) and evaluated and all(type(e) is int for e in evaluated):
+                sizes |= {f"{name}[{i}]": e for i, e in enumerate(evaluated)}
     return sizes
 
 
 def resize(ns: dict, values: dict[str, int], source: str | None = None) -> None:
-    """Re-run a problem module's top-level assignments with these sizes, so constants derived from them
-    (`bias_shape = (out_channels, 1, 1)`) follow. `source` defaults to the module's file, up to what a
-    generated file appended."""
+    """Re-run a problem module's top-level assignments with these sizes, so names computed from them follow.
+    `source` defaults to the module's file, up to what a generated file appended."""
     if not values or ns.get("_kd_sizes") == values:
         return
     if source is None:
         source = Path(ns["__file__"]).read_text().split(APPENDED)[0]
-    tree = ast.parse(source)
-    body = []
-    for node in tree.body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-            continue
-        name = node.targets[0].id
-        if name in values and _is_int(node.value):
-            node.value = ast.Constant(values[name])
-        elif isinstance(node.value, ast.Tuple) and f"{name}[0]" in values:
-            node.value.elts = [ast.Constant(values.get(f"{name}[{i}]", e.value if _is_int(e) else e))
-                               if _is_int(e) else e for i, e in enumerate(node.value.elts)]
-        body.append(node)
+    body: list[ast.stmt] = []
+    for names, value in _assignments(ast.parse(source)):
+        for name in names:
+            if name in values:
+                value_now = ast.Constant(values[name])
+            elif f"{name}[0]" in values:
+                count = sum(1 for k in values if k.startswith(f"{name}["))
+                value_now = ast.Tuple([ast.Constant(values[f"{name}[{i}]"]) for i in range(count)], ast.Load())
+            else:
+                value_now = value
+            body.append(ast.Assign([ast.Name(name, ast.Store())], value_now))
     exec(compile(ast.fix_missing_locations(ast.Module(body, [])), "<kerneldojo sizes>", "exec"), ns)
     ns["_kd_sizes"] = dict(values)
 
 
 def _assignments(tree: ast.Module):
+    """(names, value) of each module-level `a = b = value` binding plain names."""
     for node in tree.body:
-        single = isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-        if single and not node.targets[0].id.startswith("_"):
-            yield node.targets[0].id, node.value
-
-
-def _is_int(node) -> bool:
-    return isinstance(node, ast.Constant) and type(node.value) is int
+        if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            names = [t.id for t in node.targets if not t.id.startswith("_")]
+            if names:
+                yield names, node.value
 
 
 def kernelbench_reference(ns: dict, sizes: list[str], init_seed: int) -> tuple[Callable, ...]:
