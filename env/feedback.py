@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kerneldojo.graders.ncu import feedback_lines
 from kerneldojo.result import STATUS_MEANING, EvalResult
 
 
@@ -29,5 +30,8 @@ def render_feedback(result: EvalResult) -> str:
     elif result.phases:
         spent = ", ".join(f"{name.replace('_', ' ')} {s:.2f}" for name, s in result.phases.items() if s >= 0.005)
         lines.append(f"Judged in {result.wall_s:.2f} s" + (f" ({spent})" if spent else "") + ".")
+    if result.ncu:  # asked for with feedback="profile"
+        lines += [result.ncu.note] if result.ncu.note else feedback_lines(
+            result.ncu.kernels, result.ncu.min_bytes, result.ncu.case or "")
     lines.append(f"Reward: {result.reward:.3f}")
     return "\n".join(lines)

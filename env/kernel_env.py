@@ -62,7 +62,9 @@ class KernelEnv(gym.Env[dict, str]):
     `processes`: `sandbox/protocol.py` LIMITS_S has the defaults), `isolation` ("process", "docker",
     "none"), `judge` (share one `Judge` between envs; then reward, limits and isolation are its), `retime`
     (False: a source identical to one judged before gets its stored result, `info["result"].reused`),
-    `remote` and `token` (judge the steps on a kerneldojo service at that URL: env/remote.py).
+    `remote` and `token` (judge the steps on a kerneldojo service at that URL: env/remote.py), `feedback`
+    ("text", or "profile": on a GPU each step also replays the largest bench case under Nsight Compute,
+    summarised in the feedback, with the figures in `info["result"].ncu`; in CPU mode it says it cannot).
 
     ## Example
         >>> import gymnasium, kerneldojo
@@ -90,6 +92,7 @@ class KernelEnv(gym.Env[dict, str]):
         retime: bool = False,
         remote: str | None = None,
         token: str | None = None,
+        feedback: str = "text",
     ):
         if max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, got {max_turns}")
@@ -102,14 +105,18 @@ class KernelEnv(gym.Env[dict, str]):
         if remote is not None and (judge is not None or limits is not None or isolation != "process"):
             raise ValueError("remote= judges on a kerneldojo service, which sets its limits and isolation; "
                              "leave judge, limits and isolation unset")
-        if judge is not None and (reward is not None or limits is not None or isolation != "process"):
-            raise ValueError("reward, limits and isolation configure the env's own judge; with judge= set them "
-                             "on that Judge")
+        if feedback not in ("text", "profile"):
+            raise ValueError(f"feedback is 'text' or 'profile' (Nsight Compute on a GPU), not {feedback!r}")
+        if judge is not None and (reward is not None or limits is not None or isolation != "process"
+                                  or feedback != "text"):
+            raise ValueError("reward, limits, isolation and feedback configure the env's own judge; with judge= "
+                             "set them on that Judge")
         if remote is not None:  # steps judged by a kerneldojo service at that URL (env/remote.py)
             from .remote import RemoteJudge
 
             judge = RemoteJudge(remote, token, reward=_reward_config(reward))
-        self.judge = judge or Judge(device, reward=_reward_config(reward), limits=limits, isolation=isolation)
+        self.judge = judge or Judge(device, reward=_reward_config(reward), limits=limits, isolation=isolation,
+                                    profile=feedback == "profile")
         self.retime = retime  # evaluate a source again even when an identical one's result is cached
         self.action_space = SourceText(MAX_SOURCE_CHARS)
         self.observation_space = spaces.Dict({

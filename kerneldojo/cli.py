@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="where the submission runs: a worker process (default), a container (the image in "
                     "KERNELDOJO_DOCKER_IMAGE, else a local one built without a registry), or this process")
     ev.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
+    ev.add_argument("--profile", action="store_true",
+                    help="also replay the largest bench case under Nsight Compute (GPU only) and summarise it")
     add_suite_flags(ev)  # eval --kernelbench PROBLEM.py SOLUTION.py, eval --gpumode PROBLEM_DIR SOLUTION.py
     ev.add_argument("--retime", action="store_true",
                     help="evaluate and time again even if an identical submission's result is cached")
@@ -143,7 +145,7 @@ def cmd_eval(args) -> int:
         from kerneldojo.sandbox.docker_image import build_local_image, local_config
 
         docker = local_config(build_local_image())
-    judge = Judge(args.device, isolation=args.isolation, docker=docker)
+    judge = Judge(args.device, isolation=args.isolation, docker=docker, profile=args.profile)
     result = judge.evaluate(task, args.file.read_text(), args.language, retime=args.retime)
     print(result.model_dump_json(indent=2) if args.json else render_feedback(result))
     return 0 if result.status in ("ok", "compiled") else 1

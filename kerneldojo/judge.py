@@ -41,10 +41,11 @@ from kerneldojo.graders.correctness import (
     check_outputs,
     poisoned_like,
 )  # fmt: skip
+from kerneldojo.graders.ncu import parse_ncu_csv, summarise
 from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.graders.roofline import datasheet_peaks, floor_ms, measured_peaks
 from kerneldojo.graders.timing import POOL_SETS, gpu_state, pool_size, time_calls
-from kerneldojo.result import CaseTiming, EvalResult, ProfileStats, TimeStats, Versions
+from kerneldojo.result import CaseTiming, EvalResult, NcuProfile, ProfileStats, TimeStats, Versions
 from kerneldojo.sandbox.backends import BACKENDS, check_isolation
 from kerneldojo.sandbox.device import Device, resolve_device, synchronize
 from kerneldojo.sandbox.docker import DockerConfig
@@ -61,6 +62,9 @@ from kerneldojo.sandbox.protocol import (
 from kerneldojo.tasks import Case, Task, get_task, task_content_hash
 from kerneldojo.version import PROTOCOL_VERSION, __version__
 
+NO_GPU_PROFILE = ("no profile: CPU mode has no GPU, so Nsight Compute cannot run; the same request on a GPU "
+                  "(feedback='profile', `kerneldojo eval --profile`) replays the largest bench case under it")
+NCU_CALLS, NCU_LIMIT_S = 2, 150.0  # calls profiled (after one to compile), and the replay's wall-clock bound
 CPU_MODE_NOTE = "CPU mode: checked with the Triton interpreter at the `small` shapes; nothing was timed, so no speedup"
 # A time under this fraction of the datasheet floor is impossible, whatever L2 absorbed of the writes.
 FLOOR_SLACK = 0.5
@@ -95,6 +99,7 @@ class Judge:
         limits: dict[str, float] | None = None,
         docker: DockerConfig | None = None,
         reference_cache: str | Path | None = "default",
+        profile: bool = False,
         result_cache: str | Path | None = "default",
     ):
         check_isolation(isolation)
@@ -104,6 +109,7 @@ class Judge:
         self.time_compiled_reference = time_compiled_reference
         self.timing_budget_s = timing_budget_s
         self.timed = timed and self.device.mode == "gpu"
+        self.profile = profile  # Nsight Compute feedback (`result.ncu`): feedback only, never in the verdict
         self.isolation = isolation
         self.limits = limits  # wall-clock seconds per worker request: load, run, time
         self.docker = docker  # isolation='docker': image, runtime, limits (default: DockerConfig())
@@ -177,6 +183,8 @@ class Judge:
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
     def _grade(self, task: Task, source: str, language: str, result: EvalResult) -> None:
+        if self.profile and self.device.mode == "cpu":
+            result.ncu = NcuProfile(note=NO_GPU_PROFILE)
         with _phase(result, "compile"):
             build = compile_submission(task, source, language, self.device.arch)
         result.compile_s = result.phases["compile"]
@@ -214,6 +222,8 @@ class Judge:
                 raise
             if flags := solution.flags:
                 raise Flagged(flags)
+            if self.profile and self.device.mode == "gpu":  # after the verdict is settled: it cannot change it
+                self._ncu(task, solution, result)
         finally:
             solution.close()
         if self.device.mode == "cpu":
@@ -294,6 +304,26 @@ class Judge:
                 _check_same_output(seen, got, expected, str(case))
                 result.cases_checked += 1
         result.max_abs_error = worst
+
+    def _ncu(self, task: Task, solution: SubmissionHandle, result: EvalResult) -> None:
+        """Profiler feedback: the largest bench case replayed under Nsight Compute by the worker; never scored."""
+        case = task.cases("bench")[-1]
+        result.ncu = profile = NcuProfile(case=str(case), min_bytes=task.reference.bytes_moved(case.shape))
+        started = time.perf_counter()
+        try:
+            with _phase(result, "ncu"):
+                inputs = task.reference.make_inputs(case.shape, 0, self.device.torch_device)
+                specs = [(tuple(t.shape), t.dtype) for t in task.expected(*inputs, shape=case.shape)]
+                del inputs
+                if not hasattr(solution, "ncu"):
+                    raise RuntimeError(f"no profile: isolation={self.isolation!r} has no Nsight Compute replay yet")
+                profile.kernels = summarise(parse_ncu_csv(solution.ncu(case.shape, specs, NCU_CALLS, NCU_LIMIT_S)),
+                                            NCU_CALLS)
+                if not profile.kernels:
+                    profile.note = "no profile: ncu saw no kernel in the replay"
+        except Exception as e:  # feedback only: a profile that cannot be taken says why and changes nothing else
+            profile.note = str(e) if str(e).startswith("no profile") else f"no profile: {type(e).__name__}: {e}"
+        profile.seconds = time.perf_counter() - started
 
     def _time(self, task: Task, solution: SubmissionHandle, result: EvalResult, reference_times: dict) -> None:
         peaks, sheet = measured_peaks(self.device.torch_device), datasheet_peaks(self.device.name)

@@ -104,6 +104,35 @@ class CaseTiming(BaseModel):
         return self.floor_ms / self.scored_ms if self.floor_ms else None
 
 
+class NcuKernel(BaseModel):
+    """One kernel's Nsight Compute figures, averaged over its profiled launches (graders/ncu.py)."""
+
+    name: str
+    launches_per_call: float
+    ms_per_call: float = Field(description="ncu's gpu__time_duration, caches flushed: not the timed figure")
+    compute_pct: float | None = Field(None, description="SM throughput, % of peak (speed of light)")
+    memory_pct: float | None = Field(None, description="memory throughput (DRAM, L2, L1), % of peak")
+    dram_pct: float | None = None
+    dram_bytes_per_call: float | None = None
+    achieved_occupancy_pct: float | None = None
+    theoretical_occupancy_pct: float | None = None
+    occupancy_limiter: str | None = Field(None, description="registers, shared_mem, warps or blocks")
+    registers_per_thread: float | None = None
+    block_size: float | None = None
+    grid_size: float | None = None
+    top_stalls: list[tuple[str, float]] = Field([], description="warp stall reasons and their share")
+
+
+class NcuProfile(BaseModel):
+    """Profiler feedback on request (`feedback="profile"`): a replay of one bench case under Nsight Compute."""
+
+    case: str | None = None
+    kernels: list[NcuKernel] = []
+    min_bytes: int | None = Field(None, description="the task's minimum traffic for the case (bytes_moved)")
+    seconds: float = 0.0
+    note: str | None = Field(None, description="why there is no profile, when there is none")
+
+
 class Versions(BaseModel):
     kerneldojo: str
     python: str
@@ -123,6 +152,7 @@ PHASES: dict[str, str] = {
     "correctness": "running the test shapes for every seed and comparing (includes JIT at each new shape)",
     "timing": "the timed runs of every bench shape",
     "profile": "the profiled calls after the timing (own-kernel share, vendor kernels, streams)",
+    "ncu": "the Nsight Compute replay, when feedback='profile' asks for it",
     "recheck": "checking the timed runs' last outputs against the reference",
 }
 
@@ -149,6 +179,7 @@ class EvalResult(BaseModel):
     compile_s: float = 0.0
     wall_s: float = 0.0
     phases: dict[str, float] = Field({}, description="seconds per phase of the evaluation: see `PHASES`")
+    ncu: NcuProfile | None = Field(None, description="Nsight Compute feedback when asked for; not in the verdict")
     reused: bool = Field(False, description="answered from the result cache: an identical earlier evaluation")
     versions: Versions
     reward: float = 0.0

@@ -116,6 +116,10 @@ class WorkerSolution:
         timed.outputs = [_owned(outputs, output_specs) for outputs in timed.outputs]
         return timed
 
+    def ncu(self, shape: dict, output_specs: list, calls: int, limit_s: float) -> str:
+        """Nsight Compute's CSV of a replay of one case (`harness.Solution.ncu`): feedback, parsed by the judge."""
+        return self._call("ncu", shape, output_specs, calls, limit_s)
+
     def join(self, rank: int, memory) -> None:
         """A distributed task's rank: this worker's place in the group and the peers' memory (`sandbox.peers`)."""
         self._call("join", rank, memory)

@@ -44,8 +44,8 @@ from kerneldojo.result import ProfileStats, TimeStats
 # includes Triton's first imports; a shape's first `run` gets `compile` on top (Triton specialises on
 # sizes); `time_reference` includes the worker's start and torch.compile of the reference.
 LIMITS_S = {"load": 120.0, "compile": 120.0, "run": 60.0, "time": 300.0, "flags": 10.0, "join": 120.0,
-            "time_reference": 600.0}
-OPS = ("load", "run", "time", "flags", "join", "time_reference", "exit")
+            "time_reference": 600.0, "ncu": 180.0}
+OPS = ("load", "run", "time", "flags", "join", "time_reference", "ncu", "exit")
 REFERENCE_KINDS = ("eager", "compiled")
 # A worker's host memory and its processes and threads (torch's and Triton's own count too), through a
 # cgroup where one can be made: Judge(limits={"memory": bytes, "processes": n}) overrides them.

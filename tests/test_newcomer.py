@@ -86,7 +86,7 @@ def test_a_long_build_says_what_and_how_long(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(compile_mod, "PROGRESS_EVERY_S", 0.1)
     nvcc = _fake_nvcc(tmp_path, 'sleep 0.5; for a; do out="$a"; done; touch "$out"')  # -o OUT comes last
     with caplog.at_level(logging.INFO, logger="kerneldojo.build"):
-        compile_mod._run_nvcc(nvcc, "src", [], tmp_path / "b" / "submission.so", "matmul (cute, float32)")
+        compile_mod._run_nvcc(nvcc, "src", [], tmp_path / "b" / "submission.so", "matmul (cute, float32)", "")
     assert (tmp_path / "b" / "submission.so").exists()
     assert re.search(r"building matmul \(cute, float32\) with nvcc \(.*submission.cu\): \d s so far", caplog.text)
 
@@ -95,7 +95,7 @@ def test_the_build_limit_is_cpu_time_not_wall_clock(tmp_path, monkeypatch):
     monkeypatch.setattr(compile_mod, "COMPILE_CPU_S", 1)
     nvcc = _fake_nvcc(tmp_path, "sleep 2; while :; do :; done")  # sleeping is free; spinning is not
     with pytest.raises(CompileError, match="used more than 1 s of CPU time"):
-        compile_mod._run_nvcc(nvcc, "src", [], tmp_path / "b" / "submission.so", "matmul (cute, float32)")
+        compile_mod._run_nvcc(nvcc, "src", [], tmp_path / "b" / "submission.so", "matmul (cute, float32)", "")
 
 
 def test_cuda_in_cpu_mode_says_what_was_verified(cpu_judge):

@@ -12,9 +12,12 @@ import functools
 import hashlib
 import importlib.util
 import itertools
+import json
 import os
 import secrets
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -236,6 +239,34 @@ class Solution:
         for library in self.build.libraries.values():
             names |= native_kernel_names(library)
         return names
+
+    def ncu(self, shape: dict, output_specs: list, calls: int, limit_s: float) -> str:
+        """Nsight Compute's CSV for `calls` calls at `shape`, from a replay in a child process (so under this
+        worker's confinement; ncu needs the GPU's performance counters open to non-admin users). Feedback
+        only: the judge parses it and never scores it. Raises SubmissionError when ncu cannot run."""
+        from kerneldojo.graders.ncu import ncu_command
+        from kerneldojo.sandbox.device import cuda_tool
+
+        ncu = cuda_tool("ncu") or next(iter(sorted(Path("/opt/nvidia/nsight-compute").glob("*/ncu"))), None)
+        if ncu is None:
+            raise SubmissionError("no profile: ncu (Nsight Compute) not found on PATH or in the CUDA toolkit")
+        folder = Path(tempfile.mkdtemp(prefix="ncu-"))
+        spec = {"task": self.task.id, "device": str(self.device.torch_device), "language": self.build.language,
+                "source_path": str(self.build.source_path), "shape": shape, "seed": 0, "calls": calls,
+                "libraries": {d: str(p) for d, p in self.build.libraries.items()},
+                "outputs": [[list(size), str(dtype).removeprefix("torch.")] for size, dtype in output_specs]}
+        (folder / "spec.json").write_text(json.dumps(spec))
+        target = [sys.executable, "-m", "kerneldojo.sandbox.worker.ncu_replay", str(folder / "spec.json")]
+        command = ncu_command(str(ncu), target)
+        command[1:1] = ["--profile-from-start", "off"]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=limit_s, cwd=folder)
+        except subprocess.TimeoutExpired:
+            raise SubmissionError(f"no profile: the Nsight Compute replay ran past {limit_s:.0f} s") from None
+        if done.returncode != 0 and '"Kernel Name"' not in done.stdout:
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
+            raise SubmissionError(f"no profile: ncu exited {done.returncode}:\n{tail}")
+        return done.stdout[-4_000_000:]
 
     def close(self) -> None:
         if self._module_name:

@@ -111,6 +111,9 @@ class _Session:
         self.last = self.solution.time(*args)
         return self.last
 
+    def op_ncu(self, *args) -> str:
+        return self.solution.ncu(*args)
+
     def op_flags(self) -> dict[str, str]:
         return dict(self.solution.flags)
 
