@@ -65,12 +65,19 @@ def resize(ns: dict, values: dict[str, int], source: str | None = None) -> None:
 
 
 def _assignments(tree: ast.Module):
-    """(names, value) of each module-level `a = b = value` binding plain names."""
+    """(names, value) of each module-level `a = b = value` binding plain names, and of each pair of
+    `a, b = x, y`."""
     for node in tree.body:
-        if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+        if not isinstance(node, ast.Assign):
+            continue
+        if all(isinstance(t, ast.Name) for t in node.targets):
             names = [t.id for t in node.targets if not t.id.startswith("_")]
             if names:
                 yield names, node.value
+        elif (len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Tuple)
+              and len(node.targets[0].elts) == len(node.value.elts)
+              and all(isinstance(t, ast.Name) for t in node.targets[0].elts)):  # height, width = 128, 128
+            yield from (([t.id], v) for t, v in zip(node.targets[0].elts, node.value.elts) if not t.id.startswith("_"))
 
 
 def kernelbench_reference(ns: dict, sizes: list[str], init_seed: int) -> tuple[Callable, ...]:
