@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--state-dir", type=Path, default=Path("kerneldojo-service"),
                        help="the job log, and the result store unless --store")
-    serve.add_argument("--store", type=Path, help="the result store (default: STATE_DIR/results.jsonl)")
+    serve.add_argument("--store", help="the result store: a .jsonl file, a .db file or a database URL "
+                       "(default: STATE_DIR/results.jsonl)")
     serve.add_argument("--tokens", help="token file (TOML or JSON; docs/service.md); default: $KERNELDOJO_TOKENS, "
                        "else no authentication")
     serve.add_argument("--backend", choices=("local", "ray"), default="local")

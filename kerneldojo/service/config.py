@@ -55,7 +55,7 @@ def _digest(secret: str) -> str:
 @dataclass
 class ServiceConfig:
     state_dir: Path = Path("kerneldojo-service")  # jobs.jsonl, and the store unless `store` says otherwise
-    store: Path | None = None  # the ResultStore's path; default state_dir/results.jsonl
+    store: str | Path | None = None  # the ResultStore's target (.jsonl, .db, a URL); default state_dir/results.jsonl
     backend: str = "local"  # "local": the GPUPool of this host; "ray": judge actors on a Ray cluster
     devices: str = "auto"  # the local pool's devices (kerneldojo batch --devices)
     ray_address: str | None = None  # None: start or join a local Ray
@@ -66,10 +66,11 @@ class ServiceConfig:
 
     def __post_init__(self) -> None:
         self.state_dir = Path(self.state_dir)
-        self.store = None if self.store is None else Path(self.store)
+        if self.store is not None and "://" not in str(self.store):  # a URL stays a string: Path squashes its //
+            self.store = Path(self.store)
 
     @property
-    def store_path(self) -> Path:
+    def store_path(self) -> str | Path:
         return self.store or self.state_dir / "results.jsonl"
 
     def authenticate(self, secret: str | None) -> TokenPolicy | None:
