@@ -6,7 +6,9 @@ from kerneldojo.graders.ncu import feedback_lines
 from kerneldojo.result import STATUS_MEANING, EvalResult
 
 
-def render_feedback(result: EvalResult) -> str:
+def render_feedback(result: EvalResult, clocks: bool = False) -> str:
+    """With `clocks`, also where the judge's time went (phases) or that the result was reused. The env's
+    observation leaves them out: gymnasium expects the same observation for the same action and seed."""
     lines = [f"Status: {result.status} ({STATUS_MEANING[result.status]})."]
     lines += result.messages
     if result.status == "ok" and result.max_abs_error is not None:
@@ -24,10 +26,10 @@ def render_feedback(result: EvalResult) -> str:
             lines.append(row)
         if result.speedup is not None:
             lines.append(f"Speedup over eager PyTorch (geometric mean): {result.speedup:.2f}x")
-    if result.reused:
+    if clocks and result.reused:
         lines.append("Reused: an identical submission was evaluated before on this device and software; "
                      "this is its result (pass retime=True to measure again).")
-    elif result.phases:
+    elif clocks and result.phases:
         spent = ", ".join(f"{name.replace('_', ' ')} {s:.2f}" for name, s in result.phases.items() if s >= 0.005)
         lines.append(f"Judged in {result.wall_s:.2f} s" + (f" ({spent})" if spent else "") + ".")
     if result.ncu:  # asked for with feedback="profile"

@@ -148,7 +148,7 @@ def cmd_eval(args) -> int:
         docker = local_config(build_local_image())
     judge = Judge(args.device, isolation=args.isolation, docker=docker, profile=args.profile)
     result = judge.evaluate(task, args.file.read_text(), args.language, retime=args.retime)
-    print(result.model_dump_json(indent=2) if args.json else render_feedback(result))
+    print(result.model_dump_json(indent=2) if args.json else render_feedback(result, clocks=True))
     return 0 if result.status in ("ok", "compiled") else 1
 
 

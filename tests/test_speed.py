@@ -13,7 +13,7 @@ def test_phases_cover_the_step_and_show_in_the_feedback(cpu_judge):
     assert {"compile", "worker_start", "load", "correctness"} <= set(result.phases)
     assert all(s >= 0 for s in result.phases.values())
     assert sum(result.phases.values()) <= result.wall_s
-    assert "Judged in" in render_feedback(result)
+    assert "Judged in" in render_feedback(result, clocks=True) and "Judged in" not in render_feedback(result)
 
 
 def test_median_interval_brackets_the_median_and_narrows_with_runs():
@@ -33,7 +33,7 @@ def test_identical_submission_is_reused_unless_retimed(tmp_path):
     first = judge.evaluate("vector_add", source, "triton")
     again = judge.evaluate("vector_add", source, "triton")
     assert first.status == again.status == "ok" and not first.reused and again.reused and again == first
-    assert "Reused" in render_feedback(again)
+    assert "Reused" in render_feedback(again, clocks=True)
     assert not judge.evaluate("vector_add", source, "triton", retime=True).reused
     # Another source, task or judge setting is another key; a machine-made failure is never stored.
     assert not judge.evaluate("vector_add", source + "# other\n", "triton").reused
