@@ -160,9 +160,16 @@ def feedback_lines(kernels: list[NcuKernel], min_bytes: int | None, case: str) -
         lines.append(f"  kernel {k.name[:80]}: {k.ms_per_call * 1e3:.1f} µs per call, "
                      f"{k.launches_per_call:g} launch(es), grid {_int(k.grid_size)} x block {_int(k.block_size)}")
         if k.memory_pct is not None and k.compute_pct is not None:
-            bound = ("memory-bound: near the bandwidth roof" if k.memory_pct >= 60 and k.memory_pct >= k.compute_pct
-                     else "compute-bound" if k.compute_pct >= 60
-                     else "neither roof reached: latency-bound (too little parallelism, or stalls below)")
+            if k.memory_pct >= 60 and k.memory_pct >= k.compute_pct:
+                # The memory figure is the busiest of DRAM, L2 and L1: busy caches over idle DRAM means many
+                # transactions for each useful byte, which is what uncoalesced or strided access costs.
+                bound = ("memory-bound in the caches, not DRAM: many transactions per useful byte, as uncoalesced "
+                         "or strided access makes; have neighbouring threads touch neighbouring addresses"
+                         if k.dram_pct is not None and k.dram_pct < 0.6 * k.memory_pct
+                         else "memory-bound: near the DRAM bandwidth roof")
+            else:
+                bound = ("compute-bound" if k.compute_pct >= 60
+                         else "neither roof reached: latency-bound (too little parallelism, or the stalls below)")
             lines.append(f"    speed of light: memory {k.memory_pct:.0f}% of peak, compute {k.compute_pct:.0f}% "
                          f"(DRAM {_pct(k.dram_pct)}): {bound}")
         if k.achieved_occupancy_pct is not None:

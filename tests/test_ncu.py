@@ -21,7 +21,7 @@ UNITS = ["nsecond", "%", "%", "%", "byte", "%", "%", "register/thread", "", "", 
 # softmax at 4096 x 4096 fp32: 128 MiB of minimum traffic. A coalesced kernel twice, then a strided one.
 COALESCED = ["41000", "18.2", "91.5", "91.5", "134217728", "88.1", "100", "32", "1024", "4096",
              "2", "3", "2", "32", "1.9", "0.3", "0.1", "1"]
-STRIDED = ["350000", "9.7", "43.0", "38.5", "1073741824", "31.0", "50", "96", "256", "4096",
+STRIDED = ["350000", "9.7", "93.3", "15.0", "1073741824", "31.0", "50", "96", "256", "4096",
            "1", "8", "8", "32", "14.2", "0.2", "3.6", "1"]
 HEADER = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
           "Grid Size", "Device", "CC"]
@@ -69,10 +69,11 @@ def test_the_feedback_tells_a_coalesced_kernel_from_a_strided_one():
                                     minimum, "rows=4096, cols=4096, float32"))
     bad = "\n".join(feedback_lines(summarise(parse_ncu_csv(csv_text([("strided_softmax", STRIDED)])), 1),
                                    minimum, "rows=4096, cols=4096, float32"))
-    assert "(1.00x): at the minimum" in good and "memory-bound: near the bandwidth roof" in good
+    assert "(1.00x): at the minimum" in good
     assert "occupancy: 88% achieved of 100% theoretical" in good
     assert "(8.00x): more than the minimum" in bad and "uncoalesced or strided" in bad
-    assert "latency-bound" in bad and "limited by registers (96 registers/thread)" in bad
+    assert "memory-bound in the caches, not DRAM" in bad and "limited by registers (96 registers/thread)" in bad
+    assert "memory-bound: near the DRAM bandwidth roof" in good
     assert "long_scoreboard 75% (waiting on global or local memory" in bad
     assert "lg_throttle" in bad and "fewer, wider (vectorised) loads" in bad
 
@@ -92,15 +93,44 @@ def test_cpu_mode_says_no_profile_without_a_gpu(cpu_judge):
     assert "no profile: CPU mode has no GPU" in obs["feedback"]
 
 
+# Each program takes every `programs`-th element: neighbouring lanes read addresses `programs` elements apart,
+# so every 32-byte sector a warp touches gives it 4 bytes. Correct, and as uncoalesced as a copy can be.
+UNCOALESCED_ADD = """
+import torch, triton, triton.language as tl
+
+@triton.jit
+def strided_add(x, y, out, n, programs, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) + tl.arange(0, BLOCK).to(tl.int64) * programs
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+def solution(x, y):
+    out = torch.empty_like(x)
+    programs = triton.cdiv(x.numel(), 1024)
+    strided_add[(programs,)](x, y, out, x.numel(), programs, BLOCK=1024)
+    return out
+"""
+
+
 @pytest.mark.gpu
-def test_a_real_profile_of_the_softmax_baseline(gpu_judge):
+def test_a_real_profile_tells_a_coalesced_kernel_from_an_uncoalesced_one(tmp_path):
     from kerneldojo.baselines import shipped_solutions
+    from kerneldojo.env.feedback import render_feedback
     from kerneldojo.judge import Judge
 
     judge = Judge("cuda", timing_budget_s=0.5, time_compiled_reference=False, profile=True)
-    result = judge.evaluate("softmax", shipped_solutions("softmax")["triton"].read_text(), "triton")
-    assert result.status == "ok", result.messages
-    assert result.ncu and result.ncu.kernels, result.ncu
-    kernel = result.ncu.kernels[0]
-    assert kernel.memory_pct and kernel.achieved_occupancy_pct and kernel.dram_bytes_per_call and kernel.top_stalls
-    assert result.phases["ncu"] > 0 and result.ncu.seconds > 0
+    results = {name: judge.evaluate("vector_add", source, "triton") for name, source in
+               [("baseline", shipped_solutions("vector_add")["triton"].read_text()), ("strided", UNCOALESCED_ADD)]}
+    for name, result in results.items():  # what an agent reads, kept for docs/results.md
+        (tmp_path / f"{name}.txt").write_text(render_feedback(result))
+        print(f"===== {name}\n{render_feedback(result)}")
+        assert result.status == "ok", result.messages
+        assert result.ncu and result.ncu.kernels, result.ncu
+        assert result.phases["ncu"] > 0 and result.ncu.seconds > 0
+    good, bad = (results[n].ncu.kernels[0] for n in ("baseline", "strided"))
+    assert good.memory_pct and good.achieved_occupancy_pct is not None and good.dram_bytes_per_call and good.top_stalls
+    # Measured on an H100 (docs/results.md): both near 90% of the memory roof, but the strided one in L1/L2 with
+    # DRAM at 15% and a third more DRAM traffic than the minimum; the feedback says which.
+    assert bad.dram_pct < 0.5 * good.dram_pct and bad.dram_bytes_per_call > 1.2 * good.dram_bytes_per_call
+    assert "memory-bound in the caches" in render_feedback(results["strided"])
+    assert "near the DRAM bandwidth roof" in render_feedback(results["baseline"])
