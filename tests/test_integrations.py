@@ -1,0 +1,121 @@
+"""kerneldojo inside the RL frameworks (kerneldojo/integrations), in CPU mode against the real judge, with a
+scripted model in place of an LLM. Each framework is an optional extra of some hundreds of MB that `make test`
+does not install: without it these tests skip (`pip install -e ".[verifiers,openenv]"` runs them)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINE = (ROOT / "baselines/vector_add/triton.py").read_text()
+WRONG = BASELINE.replace("x + y", "x - y")  # compiles and runs: wrong output
+BROKEN = BASELINE.replace("def solution(", "def solution(:")  # a syntax error
+assert WRONG != BASELINE and BROKEN != BASELINE
+
+
+def reply(source: str) -> str:
+    return f"Here is my kernel.\n```python\n{source}```\nIt adds the vectors."
+
+
+# --- verifiers ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def vf():
+    return pytest.importorskip("verifiers.v1", reason="the verifiers extra is not installed: "
+                               "pip install -e '.[verifiers]'")  # fmt: skip
+
+
+def load(vf, max_turns: int = 1):
+    return vf.load_environment(vf.resolve_env_config({
+        "taskset": {"id": "kerneldojo-verifiers", "tasks": ["vector_add"], "task": {"device": "cpu"}},
+        "max_turns": max_turns,
+    }))  # fmt: skip
+
+
+class ScriptedAgent:
+    """The model's side of an episode, scripted: `interaction()` replies with `replies` in turn and records
+    the conversation on a real verifiers Trace, which leaving the interaction scores (as verifiers does)."""
+
+    def __init__(self, vf, replies: list[str]):
+        self.vf, self.replies, self.heard = vf, list(replies), []
+
+    @contextlib.asynccontextmanager
+    async def interaction(self, task):
+        vf = self.vf
+        from verifiers.v1.agent import Segment
+        from verifiers.v1.trace import AgentInfo, TraceTask
+
+        trace = vf.Trace(task=TraceTask(type=type(task).__name__, data=task.data),
+                         agent=AgentInfo(config=vf.AgentConfig()))  # fmt: skip
+        trace.nodes.append(vf.MessageNode(message=vf.UserMessage(content=task.data.prompt)))
+        agent = self
+
+        class Interaction:
+            def __init__(self):
+                self.trace = trace
+
+            async def turn(self, message=None):
+                if message is not None:
+                    agent.heard.append(message)
+                    trace.nodes.append(vf.MessageNode(parent=len(trace.nodes) - 1,
+                                                      message=vf.UserMessage(content=message)))  # fmt: skip
+                if not agent.replies:
+                    return Segment(messages=[], terminated=True)
+                answer = vf.AssistantMessage(content=agent.replies.pop(0))
+                trace.nodes.append(vf.MessageNode(parent=len(trace.nodes) - 1, message=answer, sampled=True))
+                return Segment(messages=[answer])
+
+        yield Interaction()
+        await task.score(trace)
+        self.trace = trace
+
+
+def test_verifiers_loads_the_taskset_by_id(vf):
+    from kerneldojo.integrations.verifiers_env import KernelDojoEnv, KernelTask
+
+    env = load(vf)
+    assert isinstance(env, KernelDojoEnv)
+    (task,) = list(env.taskset)
+    assert isinstance(task, KernelTask) and task.data.kernel == "vector_add"
+    assert "solution(x, y)" in task.data.prompt and "```" in task.data.prompt
+
+
+def test_verifiers_single_turn_rewards_the_baseline_not_a_wrong_kernel(vf):
+    env = load(vf)
+    (task,) = list(env.taskset)
+    rewards = {}
+    for name, source in (("baseline", BASELINE), ("wrong", WRONG)):
+        agent = ScriptedAgent(vf, [reply(source)])
+        asyncio.run(env.run(task, type("Agents", (), {"agent": agent})()))
+        rewards[name] = agent.trace.reward
+        assert agent.heard == []  # single-turn: no feedback turn
+    assert rewards == {"baseline": 1.0, "wrong": 0.0}
+    assert agent.trace.info["kerneldojo"]["status"] == "wrong"
+
+
+def test_verifiers_multi_turn_feeds_the_verdict_back_until_correct(vf):
+    env = load(vf, max_turns=3)
+    (task,) = list(env.taskset)
+    agent = ScriptedAgent(vf, [reply(BROKEN), reply(WRONG), reply(BASELINE), reply(BASELINE)])
+    asyncio.run(env.run(task, type("Agents", (), {"agent": agent})()))
+    assert len(agent.heard) == 2 and len(agent.replies) == 1  # stopped at the correct third answer
+    assert agent.heard[0].startswith("Status: compile_error") and agent.heard[1].startswith("Status: wrong")
+    assert agent.trace.reward == 1.0
+
+
+def test_verifiers_scores_a_trace_without_the_env(vf):
+    """A trace judged by the task's reward alone (as verifiers re-scores saved traces)."""
+    (task,) = list(load(vf).taskset)
+    agent = ScriptedAgent(vf, [reply(BASELINE)])
+
+    async def one_turn():
+        async with agent.interaction(task) as interaction:
+            await interaction.turn()
+
+    asyncio.run(one_turn())
+    assert agent.trace.rewards["judge"].score == 1.0
