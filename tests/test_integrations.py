@@ -119,3 +119,75 @@ def test_verifiers_scores_a_trace_without_the_env(vf):
 
     asyncio.run(one_turn())
     assert agent.trace.rewards["judge"].score == 1.0
+
+
+# --- OpenEnv ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def openenv_url():
+    """A kerneldojo OpenEnv server on loopback, on a free port, for the module's tests."""
+    pytest.importorskip("openenv.core", reason="the openenv extra is not installed: pip install -e '.[openenv]'")
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    from kerneldojo.integrations.openenv_env import create_server
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_server(device="cpu", max_turns=3), host="127.0.0.1", port=port,
+                                           log_level="warning"))  # fmt: skip
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            pytest.skip("the OpenEnv server did not start on 127.0.0.1 within 30 s")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)
+
+
+def test_openenv_episode_rewards_the_baseline_and_ends(openenv_url):
+    from kerneldojo.integrations.openenv_env import KernelAction, KernelDojoClient
+
+    with KernelDojoClient(base_url=openenv_url).sync() as env:
+        result = env.reset(task="vector_add")
+        assert not result.done and result.observation.task == "vector_add"
+        assert "solution(x, y)" in result.observation.prompt and result.observation.feedback == ""
+        result = env.step(KernelAction(source=WRONG))
+        assert (result.observation.status, result.reward, result.done) == ("wrong", 0.0, False)
+        result = env.step(KernelAction(source=BASELINE))
+        assert result.observation.status == "ok" and result.reward > 0 and result.done
+        assert result.observation.feedback.startswith("Status: ok") and result.observation.turn == 2
+        assert env.state().step_count == 2
+
+
+def test_openenv_feedback_names_a_broken_kernels_error(openenv_url):
+    from kerneldojo.integrations.openenv_env import KernelAction, KernelDojoClient
+
+    with KernelDojoClient(base_url=openenv_url).sync() as env:
+        env.reset(task="vector_add")
+        result = env.step(KernelAction(source=BROKEN))
+    assert result.observation.status == "compile_error" and result.reward == 0.0 and not result.done
+    assert "SyntaxError" in result.observation.feedback, result.observation.feedback
+
+
+def test_openenv_environment_in_process_default_task_and_bad_input():
+    pytest.importorskip("openenv.core", reason="the openenv extra is not installed: pip install -e '.[openenv]'")
+    from kerneldojo.integrations.openenv_env import KernelAction, KernelDojoEnvironment
+
+    stateless = KernelDojoEnvironment(task="vector_add", device="cpu")  # as a stateless HTTP POST /step makes it
+    observation = stateless.step(KernelAction(source=BASELINE))
+    assert observation.status == "ok" and observation.done and observation.reward == 1.0
+    with pytest.raises(RuntimeError, match="episode is over"):
+        stateless.step(KernelAction(source=BASELINE))
+    with pytest.raises(RuntimeError, match="reset"):
+        KernelDojoEnvironment(device="cpu").step(KernelAction(source=BASELINE))
+    with pytest.raises(ValueError, match="vector_add"):
+        KernelDojoEnvironment(device="cpu").reset(task="vector_ad")
