@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.kerneldojo-installed
 
-.PHONY: demo test lint setup clean
+.PHONY: demo test test-integrations lint setup clean
 
 # The first install takes minutes (torch alone is large): each step says what it does, and pip prints
 # a line per package it collects (--progress-bar off keeps bars out of logs).
@@ -39,6 +39,12 @@ $(VENV)/.kerneldojo-serve-ray: $(STAMP) pyproject.toml
 test: $(STAMP) $(VENV)/.kerneldojo-docker-sdk $(VENV)/.kerneldojo-serve-ray
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
+
+# The RL frameworks' tests (tests/test_integrations.py) need the verifiers and openenv extras, about 540 MB
+# together (transformers, gradio, ...): `make test` leaves them out, so those tests skip there.
+test-integrations: $(STAMP)
+	$(PIP) -q -e ".[verifiers,openenv]"
+	$(PY) -m pytest -q tests/test_integrations.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
