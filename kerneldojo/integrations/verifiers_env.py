@@ -9,7 +9,7 @@ which re-exports this module's taskset and env:
         "taskset": {"id": "kerneldojo-verifiers", "tasks": ["softmax"], "task": {"device": "auto"}},
         "max_turns": 4,
     }))
-    # or from the shell: vf-eval kerneldojo-verifiers --env.taskset.tasks '["softmax"]' ...
+    # or verifiers' CLI: vf-eval kerneldojo-verifiers (the same fields as --env.* flags)
 
 One task per kerneldojo task id. The model's reply is judged (its last fenced code block, or the whole reply):
 reward and feedback are `KernelEnv`'s (env/kernel_env.py). With `max_turns` above 1 the judge's feedback
