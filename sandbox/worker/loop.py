@@ -32,7 +32,7 @@ from .channel import WorkerEnd
 from .confine import Plan, enter
 from .harness import Solution
 from .triton_interpreter import interpreter
-from .watches import ForbiddenOps
+from .watches import ForbiddenOps, interpreter_code
 
 OUTPUT_CAP_BYTES = 16 << 20
 OPEN_FILES_CAP = 4096
@@ -67,6 +67,8 @@ def serve(requests, replies, device_spec: str, scratch: str, outputs_by_value: b
         torch.empty(1, device=device_spec)
     with contextlib.suppress(Exception):  # Triton's runtime (launcher, interpreter) on a throwaway kernel
         _launch_trivial_triton_kernel(device_spec)
+    if device_spec == "cpu":  # the interpreter's code, known before any submission's is loaded
+        interpreter_code()
     session = _Session(device_spec, outputs_by_value)
     while True:
         sequence, op, args = requests.get()

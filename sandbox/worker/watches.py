@@ -7,11 +7,13 @@ undo what it can see. What each finds is reported to the judge as a flag (`grade
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import os
 import sys
 import threading
 import time
+import types
 from pathlib import Path
 
 import torch
@@ -58,26 +60,45 @@ class ForbiddenOps(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _triton_file() -> str | None:
-    import importlib.util
-
-    spec = importlib.util.find_spec("triton")
-    return spec.origin if spec else None
-
-
-# Where Triton's interpreter and kerneldojo's fixes to it live: code there runs a launch, not a kernel.
-_INTERPRETER_CODE = (os.path.dirname(_triton_file() or "/\0/x") + os.sep,
-                     os.path.splitext(_interpreter_fixes.__file__)[0])
-_TORCH_CODE = os.path.dirname(torch.__file__) + os.sep
-
-
 def _called_by_interpreter() -> bool:
-    """Whether the innermost Python caller outside torch is the interpreter's code, not Python that a
-    kernel's body called."""
+    """Whether the innermost Python caller outside torch runs the interpreter's own code: a code object of
+    Triton's or of kerneldojo's fixes, by identity, with the globals it was defined with (a file name can be
+    forged with `code.replace`, and a function rebuilt from the interpreter's code over other globals would
+    call what those name)."""
     frame = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename.startswith(_TORCH_CODE):
         frame = frame.f_back
-    return frame is not None and frame.f_code.co_filename.startswith(_INTERPRETER_CODE)
+    if frame is None:
+        return False
+    code, module_globals = interpreter_code().get(id(frame.f_code), (None, None))
+    return code is frame.f_code and module_globals is frame.f_globals
+
+
+_TORCH_CODE = os.path.dirname(torch.__file__) + os.sep
+
+
+@functools.cache
+def interpreter_code() -> dict[int, tuple[types.CodeType, dict]]:
+    """id(code) -> (code, globals) for every function of the Triton modules loaded and of kerneldojo's fixes
+    to its interpreter, nested ones included. First called by the worker's warm-up, before any submission is
+    imported, so nothing a submission defines is among them."""
+    found: dict[int, tuple[types.CodeType, dict]] = {}
+
+    def add(code: types.CodeType, module_globals: dict) -> None:
+        found[id(code)] = (code, module_globals)
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                add(const, module_globals)
+
+    modules = [m for name, m in list(sys.modules.items()) if name.split(".")[0] == "triton"]
+    for module in [*modules, _interpreter_fixes]:
+        for value in list(vars(module).values()):
+            members = vars(value).values() if isinstance(value, type) else ()
+            for member in (value, *members):
+                member = getattr(member, "__func__", getattr(member, "fget", member))
+                if isinstance(getattr(member, "__code__", None), types.CodeType):
+                    add(member.__code__, member.__globals__)
+    return found
 
 
 @contextlib.contextmanager
