@@ -29,7 +29,8 @@ WORKER = CONTRACTS["worker"]["source_modules"]
 JUDGE = CONTRACTS["worker"]["forbidden_modules"]
 SHARED = CONTRACTS["shared"]["source_modules"]
 ROOT_ONLY = {"kerneldojo", "kerneldojo.__main__"}  # the API and `python -m kerneldojo`: judge side
-EMPTY_PACKAGES = {"kerneldojo.sandbox", "kerneldojo.graders", "kerneldojo.adapters"}  # folders only: they import nothing
+# Folders only: they import nothing.
+EMPTY_PACKAGES = {"kerneldojo.sandbox", "kerneldojo.graders", "kerneldojo.adapters"}
 
 grimp = pytest.importorskip("grimp", reason="import-linter (the dev extra) is not installed")
 
