@@ -118,7 +118,7 @@ def _patch_bf16() -> None:
 
     needed = ("_convert_float", "_get_np_dtype", "_patch_lang", "_implicit_cvt", "ReduceOps", "interpreter_semantic")
     if not all(hasattr(interp, n) for n in needed) or not hasattr(interp.InterpreterBuilder, "create_dot"):
-        return  # a Triton whose interpreter differs (these are 3.9's internals); nothing known to fix
+        return  # a Triton whose interpreter differs (3.6 to 3.9 have these internals); nothing known to fix
     create_dot = interp.InterpreterBuilder.create_dot
 
     def widen(t):
