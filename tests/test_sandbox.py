@@ -257,6 +257,26 @@ def test_files_outside_the_scratch_folder_are_out_of_reach(judge, protections):
     _then_honest_passes(judge)
 
 
+DEVICES = """
+import json, os
+
+def solution(x, y):
+    seen = {name: os.path.exists("/dev/" + name) for name in ("null", "urandom", "kmsg", "loop-control", "console")}
+    with open("/dev/null", "w") as f:
+        f.write("x")
+    raise RuntimeError("PROBE" + json.dumps(seen))
+"""
+
+
+def test_the_worker_has_a_dev_of_its_own(judge, protections):
+    """Red team round 4 wrote to the host's kernel log (/dev/kmsg) and left a loop device behind
+    (/dev/loop-control): a read-only mount does not stop writes to a device node."""
+    _require(protections, "mount_namespace", "filesystem")
+    seen = _probe_results(judge.evaluate("vector_add", DEVICES, "python"))
+    assert seen == {"null": True, "urandom": True, "kmsg": False, "loop-control": False, "console": False}, seen
+    _then_honest_passes(judge)
+
+
 def test_the_judge_cannot_be_signalled_or_traced(judge, protections):
     _require(protections, "pid_namespace")
     received = []

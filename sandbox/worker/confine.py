@@ -304,8 +304,35 @@ def _inside(plan: Plan, active: dict, redirect_output) -> dict:
     return result
 
 
+# The device nodes a worker keeps in a /dev of its own (the few any program needs); GPU mode adds NVIDIA's
+# nodes and the host's /dev/shm (CUDA IPC). Nothing else of the host's /dev is there: no kmsg, console,
+# loop-control or block device, which a read-only mount would not stop a write to.
+DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+
+
+def _private_dev(gpu: bool) -> None:
+    names = list(DEV_NODES)
+    if gpu:
+        names += [n for n in os.listdir("/dev") if n.startswith("nvidia")] + ["shm"]
+    handles = {n: os.open(f"/dev/{n}", os.O_PATH) for n in names if os.path.exists(f"/dev/{n}")}
+    _mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=1m,nr_inodes=4096,mode=755")
+    for name, fd in handles.items():
+        target = f"/dev/{name}"
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            os.makedirs(target, exist_ok=True)
+        else:
+            Path(target).touch()
+        _mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
+        os.close(fd)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"/dev/{name}")
+    os.makedirs("/dev/shm", exist_ok=True)  # CPU mode: a private tmpfs goes here (plan.hide)
+
+
 def _setup_mounts(plan: Plan, redirect_output) -> str:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates back to the host
+    _private_dev(plan.gpu)
     kept = [(p, False) for p in plan.keep_ro] + [(p, True) for p in plan.keep_rw]
     handles = {p: os.open(p, os.O_PATH) for p, _ in kept if under_any(p, plan.hide)}
     hidden = []
@@ -345,7 +372,7 @@ def _setup_mounts(plan: Plan, redirect_output) -> str:
     if "/" in [f.split(" ")[0] for f in failed]:
         raise OSError(errno.EBUSY, f"the root stayed writable: {', '.join(failed)}")
     note = f"; still writable: {', '.join(failed)}" if failed else ""
-    return f"read-only; writable: scratch, /tmp (tmpfs); hidden: {', '.join(hidden)}{note}"
+    return f"read-only; own /dev; writable: scratch, /tmp (tmpfs); hidden: {', '.join(hidden)}{note}"
 
 
 def _mount_points() -> list[str]:
