@@ -98,14 +98,139 @@ def test_quota_and_rate_limit(service):
     assert "rate limit" in codes[2].json()["detail"] and int(codes[2].headers["Retry-After"]) >= 1
 
 
+def records_in(data) -> list[dict]:
+    """Every mapping in a JSON answer that holds a record's fields (a job, its result, a standing's records)."""
+    if isinstance(data, list):
+        return [r for item in data for r in records_in(item)]
+    if not isinstance(data, dict):
+        return []
+    own = [data] if {"status", "state"} & set(data) else []
+    return own + [r for v in data.values() for r in records_in(v)]
+
+
 def test_sources_are_private_unless_public(service):
+    """Bob reads none of Alice's private submission (its source, label, owner, job) through any route: the
+    leaderboard (JSON and page), her job, its events, her batch, or a verdict he gets reused; Alice and, for a
+    public submission, everyone can."""
     url = service[0]
-    private = evaluate(url, "alice", subs.VECTOR_ADD_RAISES).json()
+    secret_ok = subs.VECTOR_ADD_TRITON + "\n# alice's private kernel\n"
+    secret_wrong = subs.VECTOR_ADD_OFF_BY_ONE + "\n# alice's private failure\n"
+    private = evaluate(url, "alice", secret_ok, label="alice-secret-label").json()
     public = evaluate(url, "alice", subs.VECTOR_ADD_OFF_BY_ONE, public=True).json()
-    assert private["source"] == subs.VECTOR_ADD_RAISES  # the owner sees it
-    seen_by_bob = [httpx.get(f"{url}/jobs/{j['id']}", headers=auth("bob")).json() for j in (private, public)]
-    assert seen_by_bob[0]["source"] is None and seen_by_bob[0]["result"]["status"] == "runtime_error"
-    assert seen_by_bob[1]["source"] == subs.VECTOR_ADD_OFF_BY_ONE and seen_by_bob[1]["result"]["status"] == "wrong"
+    failure = evaluate(url, "alice", secret_wrong).json()  # the newest failure: the board's last_failure
+    assert private["source"] == secret_ok and private["result"]["status"] == "ok"  # the owner sees it
+
+    def as_bob(path: str) -> httpx.Response:
+        return httpx.get(f"{url}{path}", headers=auth("bob"), timeout=60)
+
+    for job in (private, failure):
+        for path in (f"/jobs/{job['id']}", f"/jobs/{job['id']}/events"):
+            assert as_bob(path).status_code == 404, path
+    shown = as_bob(f"/jobs/{public['id']}").json()
+    assert shown["source"] == subs.VECTOR_ADD_OFF_BY_ONE and shown["result"]["status"] == "wrong"
+    board = as_bob("/leaderboard")
+    page = as_bob("/leaderboard.html")
+    for text in (board.text, page.text):
+        assert "private kernel" not in text and "private failure" not in text and "alice-secret-label" not in text
+        assert private["id"] not in text and failure["id"] not in text
+    for record in records_in(board.json()):
+        assert record.get("public") or not {"source", "label", "owner", "job", "hash"} & set(record), record
+    vector_add = [s for s in board.json() if s["task"] == "vector_add"]
+    assert vector_add and all("source" not in s["last_failure"] for s in vector_add)
+    mine = httpx.get(f"{url}/leaderboard", headers=auth("alice")).json()
+    assert any(s["last_failure"]["source"] == secret_wrong for s in mine if s["task"] == "vector_add")
+
+    reused = evaluate(url, "bob", secret_ok)  # the same source: Alice's verdict, under Bob's own name
+    mine = reused.json()
+    assert mine["reused"] and mine["result"]["owner"] == "bob" and mine["result"]["job"] == mine["id"]
+    assert "alice-secret-label" not in reused.text and private["id"] not in reused.text
+
+    batch = httpx.post(f"{url}/batches", headers=auth("alice"), json={"submissions": [
+        {"task": "vector_add", "source": secret_ok}, {"task": "vector_add", "source": subs.VECTOR_ADD_OFF_BY_ONE,
+                                                      "public": True}]}).json()  # fmt: skip
+    seen = as_bob(f"/batches/{batch['id']}").json()
+    assert [j["id"] for j in seen["jobs"]] == batch["jobs"][1:] and "private kernel" not in json.dumps(seen)
+    alices = httpx.get(f"{url}/batches/{batch['id']}", headers=auth("alice")).json()
+    assert [j["source"] for j in alices["jobs"]] == [secret_ok, subs.VECTOR_ADD_OFF_BY_ONE]
+    only_private = httpx.post(f"{url}/batches", headers=auth("alice"),
+                              json={"submissions": [{"task": "vector_add", "source": secret_ok}]}).json()
+    assert as_bob(f"/batches/{only_private['id']}").status_code == 404
+
+
+def test_a_leaderboard_history_is_rendered_for_its_viewer():
+    """`for_viewer` on any structure: a standing's best, last failure and history, each record by its owner."""
+    from kerneldojo.batch.leaderboard import Standing
+    from kerneldojo.service.privacy import for_viewer
+
+    def record(owner, public=False, source="src"):
+        return {"status": "ok", "source": source, "label": f"{owner}/x", "owner": owner, "public": public,
+                "job": "j", "hash": "h", "submitter": owner, "speedup": 2.0}  # fmt: skip
+
+    standing = Standing("x", "cpu", best=record("alice"), last_failure=record("carol", public=True),
+                        history=[record("alice"), record(None), record("bob")])  # fmt: skip
+    bob = for_viewer([standing], "bob")[0]
+    assert bob["best"] == {"status": "ok", "public": False, "speedup": 2.0}
+    assert bob["last_failure"]["source"] == "src" and bob["last_failure"]["owner"] == "carol"
+    assert [h.get("source") for h in bob["history"]] == [None, None, "src"]
+    assert for_viewer(standing, "alice")["best"]["source"] == "src"
+    assert for_viewer(standing, None)["history"][1] == {"status": "ok", "public": False, "speedup": 2.0}
+
+
+def a_result(task: str, language: str, status: str):
+    from kerneldojo.result import EvalResult, Versions
+
+    return EvalResult(task=task, language=language, device="cpu", mode="cpu", status=status,
+                      versions=Versions(kerneldojo="0", python="3", torch="2"))  # fmt: skip
+
+
+class InstantExecutor:
+    """Answers each evaluation at once with `status`, counting them."""
+
+    def __init__(self, status: str):
+        self.status, self.calls, self.slots = status, 0, ["cpu"]
+
+    def submit(self, task, source, language=None):
+        from concurrent.futures import Future
+
+        self.calls += 1
+        future = Future()
+        future.set_result(a_result(task, language, self.status))
+        return future
+
+    def describe(self):
+        return "instant"
+
+    def close(self, wait=True):
+        pass
+
+    def __len__(self):
+        return 1
+
+
+@pytest.mark.parametrize(("status", "task_hash", "reused"), [
+    ("ok", "current", True), ("wrong", "current", True), ("ok", "an-older-version", False),
+    ("timeout", "current", False), ("runtime_error", "current", False)])  # fmt: skip
+def test_verdicts_are_reused_only_for_the_same_task_version_and_a_deterministic_status(tmp_path, status, task_hash,
+                                                                                       reused):  # fmt: skip
+    from kerneldojo.batch import record_of, submission
+    from kerneldojo.service.jobs import JobQueue
+    from kerneldojo.tasks import task_content_hash
+
+    sub = submission("vector_add", subs.VECTOR_ADD_TRITON, None, "earlier")
+    store = ResultStore(tmp_path / "results.jsonl")
+    earlier = a_result("vector_add", sub.language, status)
+    with store.writer() as append:
+        append({**record_of(sub, earlier, "cpu"), "owner": "alice", "job": "earlier",
+                "task_hash": task_content_hash("vector_add") if task_hash == "current" else task_hash})
+    executor = InstantExecutor("ok")
+    queue = JobQueue(tmp_path / "state", store, executor, in_flight=1)
+    try:
+        job = queue.submit(sub, "bob")
+        assert queue.wait(job, 30) and job.reused is reused and executor.calls == (not reused)
+        again = queue.submit(sub, "carol")  # whatever was judged anew is now reusable
+        assert queue.wait(again, 30) and again.reused and executor.calls == (not reused)
+    finally:
+        queue.close()
 
 
 def test_a_job_streams_its_state_as_server_sent_events(service):

@@ -15,7 +15,6 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -33,6 +32,7 @@ from kerneldojo.version import __version__
 from .config import ServiceConfig, TokenPolicy
 from .jobs import Executor, Job, JobQueue
 from .metrics import ServiceMetrics
+from .privacy import for_viewer
 
 log = logging.getLogger("kerneldojo.service")
 MAX_WAIT_S = 3600.0
@@ -208,11 +208,16 @@ def create_app(config: ServiceConfig, executor: Executor | None = None) -> FastA
                 raise HTTPException(422, f"{where}: {str(e).removeprefix(f'{label}: ')}") from None
         return [q.submit(sub, who.name, item.public, batch) for sub, item in zip(subs, items)]
 
-    def find(job_id: str) -> Job:
+    def find(job_id: str, who: TokenPolicy) -> Job:
+        """The job, if `who` may see it: another's private job is a 404, as if it did not exist."""
         job = queue().jobs.get(job_id)
-        if job is None:
+        if job is None or not job.visible_to(who.name):
             raise HTTPException(404, f"no job {job_id!r}")
         return job
+
+    def records_for(who: TokenPolicy) -> list[dict]:
+        """The store's records as `who` may see them: what every leaderboard response is built from."""
+        return for_viewer(list(store.records()), who.name)
 
     async def ended(job: Job, timeout: float) -> bool:
         deadline, pause = time.monotonic() + timeout, 0.02
@@ -272,11 +277,11 @@ def create_app(config: ServiceConfig, executor: Executor | None = None) -> FastA
 
     @app.get("/jobs/{job_id}", summary="a job: its state, and its verdict once done")
     def show_job(job_id: str, who: Caller):
-        return find(job_id).view(who.name)
+        return find(job_id, who).view(who.name)
 
     @app.get("/jobs/{job_id}/events", summary="server-sent events: the job's state as it changes, then its verdict")
     async def job_events(job_id: str, who: Caller):
-        job = find(job_id)
+        job = find(job_id, who)
 
         async def events():
             last, quiet = None, 0.0
@@ -306,8 +311,8 @@ def create_app(config: ServiceConfig, executor: Executor | None = None) -> FastA
 
     @app.get("/batches/{batch_id}", summary="a batch: counts by state and its jobs")
     def show_batch(batch_id: str, who: Caller):
-        jobs = [j for j in queue().jobs.values() if j.batch == batch_id]
-        if not jobs:
+        jobs = [j for j in queue().jobs.values() if j.batch == batch_id and j.visible_to(who.name)]
+        if not jobs:  # no such batch, or none of it is the caller's or public
             raise HTTPException(404, f"no batch {batch_id!r}")
         counts: dict[str, int] = {}
         for j in jobs:
@@ -317,11 +322,11 @@ def create_app(config: ServiceConfig, executor: Executor | None = None) -> FastA
 
     @app.get("/leaderboard", summary="the best correct result per task and device (JSON)")
     def board(who: Caller):
-        return [_public(asdict(s)) for s in leaderboard.standings(store.records())]
+        return for_viewer(leaderboard.standings(records_for(who)), who.name)
 
     @app.get("/leaderboard.html", summary="the leaderboard as a page", response_class=HTMLResponse)
     def board_html(who: Caller):
-        records = list(store.records())
+        records = records_for(who)
         render = getattr(leaderboard, "render_html", None)  # the store's own page, where it has one
         return HTMLResponse(render(records) if render else _html_table(leaderboard.standings(records)))
 
@@ -336,20 +341,12 @@ def _device_of(executor: Executor) -> dict:
     return {"name": slot.judge.device.name, "mode": slot.judge.device.mode}
 
 
-def _public(standing: dict) -> dict:
-    """A standing without the records' private fields (no record holds a source)."""
-    for key in ("best", "last_failure"):
-        if standing.get(key):
-            standing[key] = {k: v for k, v in standing[key].items() if k not in ("owner", "public", "job")}
-    return standing
-
-
 def _html_table(standings: list) -> str:
     rows = []
     for s in standings:
         b = s.best or {}
         speedup = b.get("speedup")
-        cells = (s.task, s.device, b.get("label") or "-", b.get("language") or "-",
+        cells = (s.task, s.device, (b.get("label") or "(private)") if b else "-", b.get("language") or "-",
                  "-" if speedup is None else f"{speedup:.2f}", f"{s.correct}/{s.submitted}")  # fmt: skip
         rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in ("task", "device", "best", "language", "x eager", "correct"))

@@ -4,10 +4,12 @@ its result appended to the ResultStore.
 The job log (`<state_dir>/jobs.jsonl`) gets a synced line when a job is queued and when it ends. On
 start the log is replayed: a job that ended keeps its verdict (read back from the store), and a job
 still queued or running when the service died runs again, unless the store already holds a result
-for the same submission (task, language and exact source): a result is appended to the store before
-its job's end is logged, so a kill between the two loses nothing and evaluates nothing twice.
-Identical submissions share one evaluation: a later one reuses the stored verdict, or waits for the
-one in flight.
+for it (each record names its job): a result is appended to the store before its job's end is logged, so a
+kill between the two loses nothing and evaluates nothing twice.
+Identical submissions (task, language and exact source, under the same task version and judge protocol:
+`verdict_key`, as the judge's result cache keys them) share one evaluation: a later one reuses the stored
+verdict, or waits for the one in flight. Only verdicts the submission alone decides are reused (the judge's
+`CACHED_STATUSES`): a timeout or a runtime error may come from the machine, and is judged again.
 """
 
 from __future__ import annotations
@@ -26,7 +28,12 @@ from typing import Protocol
 
 from kerneldojo.batch import Submission, record_of
 from kerneldojo.batch.store import ResultStore
+from kerneldojo.judge import CACHED_STATUSES
 from kerneldojo.result import EvalResult
+from kerneldojo.tasks import TaskError, task_content_hash
+from kerneldojo.version import PROTOCOL_VERSION
+
+from .privacy import for_viewer, visible_to
 
 # What a job's view and the log hold; `record` and `error` are filled when it ends.
 LOGGED = ("id", "task", "language", "source", "label", "hash", "owner", "public", "batch", "created")
@@ -62,18 +69,38 @@ class Job:
     record: dict | None = None  # the store's record of the verdict
     reused: bool = False  # the verdict of an earlier identical submission
     error: str | None = None
+    task_hash: str | None = None  # the task's version when the job started: with `hash`, its `verdict_key`
     started: float | None = None
     finished: float | None = None
     ended: threading.Event = field(default_factory=threading.Event, repr=False)
 
+    def visible_to(self, viewer: str | None) -> bool:
+        return visible_to({"owner": self.owner, "public": self.public}, viewer)
+
     def view(self, viewer: str | None) -> dict:
-        """What a caller sees: the source only for its owner, or when the owner made it public."""
+        """What `viewer` sees (`privacy.for_viewer`): the source and who submitted it only for its owner, or
+        when the owner made it public. `result` is the verdict's record under this job's own identity (a reused
+        verdict's record names the earlier job and its submitter)."""
         out = {k: getattr(self, k) for k in (*LOGGED, "state", "reused", "error", "started", "finished")}
-        out["result"] = None if self.record is None else {k: v for k, v in self.record.items()
-                                                           if k not in ("owner", "public", "job")}  # fmt: skip
-        if not (self.public or viewer == self.owner):
-            out["source"] = None
-        return out
+        if self.record is not None:
+            mine = {"label": self.label, "hash": self.hash, "owner": self.owner, "public": self.public, "job": self.id}
+            out["result"] = {**{k: v for k, v in self.record.items() if k != "source"}, **mine}
+        else:
+            out["result"] = None
+        return for_viewer(out, viewer)
+
+
+def verdict_key(submission_hash: str, task_hash: str | None, protocol: int | None) -> str:
+    """What decides a reusable verdict, as the judge's result cache keys it: the submission (task, language,
+    exact source), the task's version (its files' hash) and the judge protocol."""
+    return f"{submission_hash}:{task_hash}:p{protocol}"
+
+
+def current_task_hash(task: str) -> str | None:
+    try:
+        return task_content_hash(task)
+    except TaskError:  # a task this installation no longer has: nothing to reuse
+        return None
 
 
 class Metrics(Protocol):
@@ -96,10 +123,11 @@ class JobQueue:
         self._lock = threading.RLock()
         self._stack = contextlib.ExitStack()
         self._append_result = self._stack.enter_context(store.writer())  # held while the service runs
-        self._verdicts: dict[str, dict] = {}  # hash -> the store's record of it
+        self._verdicts: dict[str, dict] = {}  # verdict_key -> a reusable record of it
+        self._by_job: dict[str, dict] = {}  # job id -> the record its evaluation wrote
+        self._by_hash: dict[str, dict] = {}  # submission hash -> its last record (an ended job's, reused)
         for record in store.records():
-            if record.get("hash"):
-                self._verdicts[record["hash"]] = record
+            self._remember(record)
         self._log_path = state_dir / "jobs.jsonl"
         self._replay()
         self._log = open(self._log_path, "a", encoding="utf-8")  # noqa: SIM115  (closed by close())
@@ -127,7 +155,7 @@ class JobQueue:
             elif op in ("done", "failed") and (job := self.jobs.get(entry.get("id"))):
                 job.state, job.error, job.finished = op, entry.get("error"), entry.get("at")
                 job.reused = bool(entry.get("reused"))
-                job.record = self._verdicts.get(job.hash) if op == "done" else None
+                job.record = self._recorded(job) if op == "done" else None
                 job.ended.set()
         if lines[-1]:  # drop the torn line so appends start on a fresh one
             with open(self._log_path, "r+b") as f:
@@ -158,13 +186,33 @@ class JobQueue:
         with self._lock:
             return len(self._pending), sum(len(v) for v in self._running.values())
 
+    def _remember(self, record: dict) -> None:
+        if record.get("job"):
+            self._by_job[record["job"]] = record
+        if record.get("hash"):
+            self._by_hash[record["hash"]] = record
+            if record.get("status") in CACHED_STATUSES:
+                self._verdicts[verdict_key(record["hash"], record.get("task_hash"), record.get("protocol"))] = record
+
+    def _recorded(self, job: Job) -> dict | None:
+        """An ended job's record: the one its evaluation wrote, else (reused) the last one of its submission."""
+        return self._by_job.get(job.id) or self._by_hash.get(job.hash)
+
+    @staticmethod
+    def _key(job: Job) -> str:
+        return verdict_key(job.hash, job.task_hash, PROTOCOL_VERSION)
+
     def _start(self, job: Job) -> None:
-        if job.hash in self._verdicts:
-            self._end(job, self._verdicts[job.hash], reused=True)
-        elif job.hash in self._running:
-            self._running[job.hash].append(job)
+        job.task_hash = current_task_hash(job.task)
+        key = self._key(job)
+        if (own := self._by_job.get(job.id)) is not None:  # evaluated before a kill, its end not logged
+            self._end(job, own, reused=False)
+        elif key in self._verdicts:
+            self._end(job, self._verdicts[key], reused=True)
+        elif key in self._running:
+            self._running[key].append(job)
         else:
-            self._running[job.hash] = [job]
+            self._running[key] = [job]
             self._pending.append(job)
 
     def _dispatch(self) -> None:
@@ -190,12 +238,13 @@ class JobQueue:
 
     def _finish(self, job: Job, result: EvalResult | None, error: BaseException | None, slot: str | None) -> None:
         with self._lock:
-            waiting = self._running.pop(job.hash, [job])
+            waiting = self._running.pop(self._key(job), [job])
             if result is not None:
                 sub = Submission(job.task, job.source, job.language, job.label)
-                record = {**record_of(sub, result, slot), "owner": job.owner, "public": job.public, "job": job.id}
+                record = {**record_of(sub, result, slot), "owner": job.owner, "public": job.public, "job": job.id,
+                          "task_hash": job.task_hash, "protocol": PROTOCOL_VERSION}  # fmt: skip
                 self._append_result(record)  # before the job's end is logged: see the module's docstring
-                self._verdicts[job.hash] = record
+                self._remember(record)
             for i, waiter in enumerate(waiting):
                 if result is not None:
                     self._end(waiter, record, reused=i > 0, result=result)
