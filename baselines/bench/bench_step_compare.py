@@ -32,18 +32,22 @@ def main() -> None:
         task, language = row.split(":")
         path = REPO / "baselines" / task / ("triton.py" if language == "triton" else "cuda.cu")
         comment = "#" if language == "triton" else "//"
-        walls, statuses = [], []
+        walls, statuses, phases = [], [], []
         for _ in range(args.steps):
             source = f"{path.read_text()}\n{comment} {uuid.uuid4().hex}\n"
             started = time.perf_counter()
             result = judge.evaluate(task, source, language)
             walls.append(time.perf_counter() - started)
             statuses.append(result.status)
+            phases.append(getattr(result, "phases", None) or {})  # the previous main has none
         warm = walls[1:] or walls
         rows.append({"task": task, "language": language, "first_s": walls[0], "p50_s": statistics.median(warm),
-                     "min_s": min(warm), "max_s": max(warm), "statuses": statuses, "walls_s": walls})
+                     "min_s": min(warm), "max_s": max(warm), "statuses": statuses, "walls_s": walls,
+                     "phases_p50_s": {k: statistics.median(p.get(k, 0.0) for p in phases[1:] or phases)
+                                      for k in phases[-1]}})
         print(f"{kerneldojo.__file__}: {task} {language} first {walls[0]:.2f} s, warm p50 "
-              f"{statistics.median(warm):.2f} s, statuses {sorted(set(statuses))}", flush=True)
+              f"{statistics.median(warm):.2f} s, statuses {sorted(set(statuses))}, phases p50 "
+              f"{ {k: round(v, 2) for k, v in rows[-1]['phases_p50_s'].items()} }", flush=True)
     args.out.write_text(json.dumps({"kerneldojo": kerneldojo.__file__, "rows": rows}, indent=1))
 
 
