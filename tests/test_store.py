@@ -260,7 +260,7 @@ def test_cli_batch_into_sqlite(tmp_path, capsys):
     assert main(argv) == 0
     out = capsys.readouterr()
     assert "good.py (ann)" in out.out and "[1/1] cpu" in out.err  # plain lines: stdout is not a terminal here
-    assert main(argv) == 0 and "0 evaluated, 1 already in" in capsys.readouterr().err
+    assert main(argv) == 0 and "0 evaluated (0 reused from the result cache), 1 already in" in capsys.readouterr().err
     with ResultStore(db) as store:
         (only,) = store.records()
     assert only["source"] == subs.VECTOR_ADD_TRITON and only["status"] == "ok"
