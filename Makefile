@@ -36,14 +36,17 @@ $(VENV)/.kerneldojo-serve-ray: $(STAMP) pyproject.toml
 	$(PIP) -q -e ".[serve,ray]"
 	touch $@
 
-test: $(STAMP) $(VENV)/.kerneldojo-docker-sdk $(VENV)/.kerneldojo-serve-ray
+# The RL frameworks' tests (tests/test_integrations.py) need the verifiers and openenv extras: about 540 MB
+# together (transformers, gradio, ...), some 40 s from a package mirror. The demo does without them.
+$(VENV)/.kerneldojo-integrations: $(STAMP) pyproject.toml
+	$(PIP) -q -e ".[verifiers,openenv]"
+	touch $@
+
+test: $(STAMP) $(VENV)/.kerneldojo-docker-sdk $(VENV)/.kerneldojo-serve-ray $(VENV)/.kerneldojo-integrations
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
 
-# The RL frameworks' tests (tests/test_integrations.py) need the verifiers and openenv extras, about 540 MB
-# together (transformers, gradio, ...): `make test` leaves them out, so those tests skip there.
-test-integrations: $(STAMP)
-	$(PIP) -q -e ".[verifiers,openenv]"
+test-integrations: $(VENV)/.kerneldojo-integrations
 	$(PY) -m pytest -q tests/test_integrations.py
 
 clean:

@@ -1,6 +1,6 @@
 """kerneldojo inside the RL frameworks (kerneldojo/integrations), in CPU mode against the real judge, with a
-scripted model in place of an LLM. Each framework is an optional extra of some hundreds of MB that `make test`
-does not install: without it these tests skip (`pip install -e ".[verifiers,openenv]"` runs them)."""
+scripted model in place of an LLM. Each framework is an optional extra of some hundreds of MB (`make test` installs
+both): without it these tests skip (`pip install -e ".[verifiers,openenv]"` runs them)."""
 
 from __future__ import annotations
 
