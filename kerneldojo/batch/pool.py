@@ -179,7 +179,54 @@ class _Job:
     queued_at: float = 0.0
 
 
-class GPUPool:
+class SubmittingPool:
+    """What a pool with `submit(task, source, language) -> Future` and a default `_window()` gets from it:
+    streaming outcomes as they finish, and results in order (GPUPool here, RayPool on a cluster)."""
+
+    def submit(self, task: str, source: str, language: str | None = None) -> cf.Future:
+        raise NotImplementedError
+
+    def _window(self) -> int:
+        raise NotImplementedError
+
+    def imap_unordered(self, jobs: Iterable[tuple[Any, tuple]], window: int | None = None) -> Iterator[Outcome]:
+        """Evaluate `(tag, (task, source, language))` items; yield an Outcome per item as each finishes.
+
+        At most `window` items are submitted ahead (default: enough to keep the compilers and
+        every slot busy), so a long or lazy iterable is read as the work proceeds.
+        """
+        window = window or self._window()
+        pending: dict[cf.Future, Any] = {}
+        items = iter(jobs)
+        exhausted = False
+        while pending or not exhausted:
+            while not exhausted and len(pending) < window:
+                try:
+                    tag, args = next(items)
+                except StopIteration:
+                    exhausted = True
+                    break
+                try:
+                    pending[self.submit(*args)] = tag
+                except Exception as e:  # an unknown task or language: this item fails, the rest go on
+                    failed: cf.Future = cf.Future()
+                    failed.set_exception(e)
+                    pending[failed] = tag
+            if not pending:
+                break
+            done, _ = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+            for future in done:
+                tag = pending.pop(future)
+                error = future.exception()
+                yield Outcome(tag, None if error else future.result(), error, getattr(future, "slot", None))
+
+    def evaluate_many(self, jobs: Iterable[tuple[str, str, str | None]]) -> list[EvalResult]:
+        """Results in the order of `jobs`; raises the first judge failure."""
+        futures = [self.submit(*job) for job in jobs]
+        return [f.result() for f in futures]
+
+
+class GPUPool(SubmittingPool):
     """Evaluates submissions on N slots (one per GPU, or CPU slots), compiling ahead on the CPU cores.
 
     `judge_factory(device)` makes each slot's judge (default: `Judge(device, **judge_kwargs)`).
@@ -266,41 +313,8 @@ class GPUPool:
         staged.add_done_callback(lambda f: f.cancelled() and self._finish(job, error=cf.CancelledError("pool closed")))
         return future
 
-    def imap_unordered(self, jobs: Iterable[tuple[Any, tuple]], window: int | None = None) -> Iterator[Outcome]:
-        """Evaluate `(tag, (task, source, language))` items; yield an Outcome per item as each finishes.
-
-        At most `window` items are submitted ahead (default: enough to keep the compilers and
-        every slot busy), so a long or lazy iterable is read as the work proceeds.
-        """
-        window = window or 2 * (len(self.slots) + self.compile_workers)
-        pending: dict[cf.Future, Any] = {}
-        items = iter(jobs)
-        exhausted = False
-        while pending or not exhausted:
-            while not exhausted and len(pending) < window:
-                try:
-                    tag, args = next(items)
-                except StopIteration:
-                    exhausted = True
-                    break
-                try:
-                    pending[self.submit(*args)] = tag
-                except Exception as e:  # an unknown task or language: this item fails, the rest go on
-                    failed: cf.Future = cf.Future()
-                    failed.set_exception(e)
-                    pending[failed] = tag
-            if not pending:
-                break
-            done, _ = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
-            for future in done:
-                tag = pending.pop(future)
-                error = future.exception()
-                yield Outcome(tag, None if error else future.result(), error, getattr(future, "slot", None))
-
-    def evaluate_many(self, jobs: Iterable[tuple[str, str, str | None]]) -> list[EvalResult]:
-        """Results in the order of `jobs`; raises the first judge failure."""
-        futures = [self.submit(*job) for job in jobs]
-        return [f.result() for f in futures]
+    def _window(self) -> int:
+        return 2 * (len(self.slots) + self.compile_workers)
 
     def close(self, wait: bool = True) -> None:
         with self._lock:

@@ -18,15 +18,13 @@ import concurrent.futures as cf
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
 
 from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.result import EvalResult
 
-from .pool import NATIVE_LANGUAGES, Outcome, compile_error_result
+from .pool import NATIVE_LANGUAGES, SubmittingPool, compile_error_result
 
 MAX_RESTARTS = 3
 
@@ -85,7 +83,7 @@ class _Job:
     compile_s: float = 0.0
 
 
-class RayPool:
+class RayPool(SubmittingPool):
     """Evaluates submissions on judge actors of a Ray cluster; the interface of `GPUPool`.
 
     `devices`: "auto" (a slot per GPU of the cluster, else CPU slots), "gpu", "cpu" (half the
@@ -161,35 +159,8 @@ class RayPool:
         self._compile.submit(self._prepare, job)
         return job.future
 
-    def imap_unordered(self, jobs: Iterable[tuple[Any, tuple]], window: int | None = None) -> Iterator[Outcome]:
-        """As GPUPool.imap_unordered: an Outcome per `(tag, (task, source, language))` as each finishes."""
-        window = window or 2 * (len(self) + self.compile_workers)
-        pending: dict[cf.Future, Any] = {}
-        items, exhausted = iter(jobs), False
-        while pending or not exhausted:
-            while not exhausted and len(pending) < window:
-                try:
-                    tag, args = next(items)
-                except StopIteration:
-                    exhausted = True
-                    break
-                try:
-                    pending[self.submit(*args)] = tag
-                except Exception as e:
-                    failed: cf.Future = cf.Future()
-                    failed.set_exception(e)
-                    pending[failed] = tag
-            if not pending:
-                break
-            done, _ = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
-            for future in done:
-                tag = pending.pop(future)
-                error = future.exception()
-                yield Outcome(tag, None if error else future.result(), error, getattr(future, "slot", None))
-
-    def evaluate_many(self, jobs: Iterable[tuple[str, str, str | None]]) -> list[EvalResult]:
-        futures = [self.submit(*job) for job in jobs]
-        return [f.result() for f in futures]
+    def _window(self) -> int:
+        return 2 * (len(self) + self.compile_workers)
 
     def close(self, wait: bool = True) -> None:
         with self._lock:
