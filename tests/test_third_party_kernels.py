@@ -1,5 +1,5 @@
-"""Real third-party Triton kernels (Liger-Kernel's forward passes) in CPU mode: correct ones pass, as on the
-GPU, and a wrong one fails. They exercise what Triton's interpreter gets wrong unpatched: bf16 arithmetic,
+"""Real third-party Triton kernels (Liger-Kernel's forward passes) in CPU mode get the verdicts they get on the
+GPU: correct up to the width Liger launches, refused past it, and a wrong variant wrong. They exercise what Triton's interpreter gets wrong unpatched: bf16 arithmetic,
 comparisons and reductions, libdevice math (rsqrt, tanh) and Python floats as fp32 scalars (`eps.to(...)`)."""
 
 import pytest
@@ -25,10 +25,13 @@ WRONG = LIGER["rmsnorm"].replace("1e-6, 0.0, 'llama'", "1e-6, 1.0, 'gemma'")
 
 
 @pytest.mark.parametrize("task", sorted(LIGER))
-def test_liger_forward_kernels_pass_in_cpu_mode(task, cpu_judge):
+def test_liger_forward_kernels_get_their_gpu_verdict_in_cpu_mode(task, cpu_judge):
+    """Correct at every shape up to 65536 columns; past that Liger refuses to launch (its block would exceed
+    Triton's limit), which the GPU's `test` shapes (65537, 65539) and CPU mode's widest `small` shape both show:
+    runtime_error on the H100 (docs/results.md), and the same here."""
     result = cpu_judge.evaluate(task, LIGER[task], "triton")
-    assert result.status == "ok", result.messages
-    assert result.cases_checked >= 8  # every small shape, float32 and bfloat16
+    assert result.status == "runtime_error" and "65536" in " ".join(result.messages), result.messages
+    assert result.cases_checked >= 4  # the narrower small shapes passed first
 
 
 def test_a_wrong_liger_variant_fails_in_cpu_mode(cpu_judge):
