@@ -1,6 +1,7 @@
 """Real third-party Triton kernels (Liger-Kernel's forward passes) in CPU mode get the verdicts they get on the
-GPU: correct up to the width Liger launches, refused past it, and a wrong variant wrong. They exercise what Triton's interpreter gets wrong unpatched: bf16 arithmetic,
-comparisons and reductions, libdevice math (rsqrt, tanh) and Python floats as fp32 scalars (`eps.to(...)`)."""
+GPU: correct up to the width Liger launches, refused past it, and a wrong variant wrong. They exercise what
+Triton's interpreter gets wrong unpatched: bf16 arithmetic, comparisons and reductions, libdevice math (rsqrt,
+tanh) and Python floats as fp32 scalars (`eps.to(...)`)."""
 
 import pytest
 import torch
