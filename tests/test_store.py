@@ -227,6 +227,56 @@ def test_compiled_cuda_is_not_run_not_failed():
     assert "gelu on cpu: compiled, not run" in text and "no correct result" not in text
 
 
+def test_a_reused_result_is_never_ranked():
+    cached = {**record(label="cached", ms=1.0, speedup=2.0), "reused": True}  # faster, but from the result cache
+    records = [record(label="judged", ms=2.0, speedup=1.0), cached]
+    (standing,) = leaderboard.build_board(records).standings
+    assert standing.best["label"] == "judged" and (standing.correct, standing.reused) == (1, 1)
+    assert "1 correct result(s) reused from the judge's cache, not re-judged" in leaderboard.render_leaderboard(records)
+
+
+class ReusingPool:
+    """Answers each submission with `results[label]` marked reused; `submit(retime=True)` judges it afresh."""
+
+    def __init__(self, results: dict[str, EvalResult]):
+        self.results, self.retimed = results, []
+
+    def imap_unordered(self, jobs):
+        from kerneldojo.batch.pool import Outcome
+
+        for sub, _ in jobs:
+            yield Outcome(sub, self.results[sub.label].model_copy(update={"reused": True}), None, "cpu:0")
+
+    def submit(self, task, source, language=None, retime=False):
+        from concurrent.futures import Future
+
+        assert retime, "only a re-judging submits on its own"
+        label = next(label for label, r in self.results.items() if r.task == task)
+        self.retimed.append(label)
+        future = Future()
+        future.set_result(self.results[label].model_copy(update={"messages": ["fresh seeds"]}))
+        return future
+
+
+def test_a_reused_new_best_is_rejudged_before_it_is_stored(tmp_path):
+    """Only a reused result that would beat the best of its task, GPU model, version and protocol is judged again."""
+    store = ResultStore(tmp_path / "results.jsonl")
+    with store.writer() as append:
+        append(record(label="stored-best", ms=1.0, speedup=2.0))
+    pool = ReusingPool({"slower": EvalResult.model_validate(record(label="slower", ms=2.0, speedup=1.0))})
+    summary = run_batch([submission("vector_add", subs.VECTOR_ADD_TRITON, None, "slower")], store, pool)
+    assert pool.retimed == [] and (summary.reused, summary.rejudged) == (1, 0)
+    pool = ReusingPool({"faster": EvalResult.model_validate(record(label="faster", ms=0.5, speedup=4.0))})
+    summary = run_batch([submission("vector_add", subs.VECTOR_ADD_TRITON, None, "faster")], store, pool)
+    assert pool.retimed == ["faster"] and (summary.reused, summary.rejudged) == (0, 1)
+    stored = {r["label"]: r for r in store.records()}
+    assert stored["slower"]["reused"] and not stored["slower"].get("rejudged")
+    assert stored["faster"]["rejudged"] and not stored["faster"]["reused"]
+    assert stored["faster"]["messages"] == ["fresh seeds"]
+    (standing,) = leaderboard.standings(stored.values())
+    assert standing.best["label"] == "faster" and standing.reused == 1
+
+
 # -- the CLI ---------------------------------------------------------------------------------------------------
 
 

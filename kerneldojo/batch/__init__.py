@@ -14,6 +14,8 @@ The store (`batch.store`: a JSONL file, SQLite or PostgreSQL) gets one record pe
 EvalResult's JSON with `label`, `hash` (task, language and exact source), `slot` and `source` added. Each is
 durable before the next is written, so a killed batch keeps every finished result, and a rerun skips the
 (label, hash) pairs already in the store. Only one batch writes a JSONL store at a time (a lock on the file).
+A correct result reused from the judge's cache that would be the new best is judged again on fresh seeds, and
+that result (`rejudged: true`) is stored instead: the leaderboard never ranks a reused one.
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ from kerneldojo.result import EvalResult
 from kerneldojo.tasks import TaskError, get_task, list_tasks
 
 from . import db  # noqa: F401  (registers the database store with ResultStore)
-from .leaderboard import render_leaderboard, render_store, standings
+from .leaderboard import Bests, render_leaderboard, render_store, standings
 from .progress import BatchProgress, LineProgress
-from .store import ResultStore, submission_hash
+from .store import ResultStore, stamped, submission_hash
 
 __all__ = ["ResultStore", "Submission", "load_submissions", "render_leaderboard", "render_store", "run_batch",
            "standings", "submission"]
@@ -131,6 +133,7 @@ class BatchSummary:
     skipped: int = 0  # already in the store
     evaluated: int = 0
     reused: int = 0  # of those evaluated, answered from the judge's result cache (an identical earlier source)
+    rejudged: int = 0  # reused results that would have been a new best, judged again on fresh seeds
     failed: int = 0  # the judge itself failed: nothing recorded, a rerun retries them
 
 
@@ -149,6 +152,7 @@ def run_batch(
     summary = BatchSummary()
     with store.writer() as append:
         done = store.finished()
+        bests = Bests(store.records())
         todo, seen = [], set()
         for sub in submissions:
             summary.submitted += 1
@@ -170,9 +174,22 @@ def run_batch(
                         progress.advance("judge_error", f"{where}: judge error, not recorded: "
                                          f"{type(outcome.error).__name__}: {outcome.error}")  # fmt: skip
                     continue
-                append(record_of(sub, outcome.result, outcome.slot, submitter))
+                record = stamped(record_of(sub, outcome.result, outcome.slot, submitter))
+                try:  # a reused new best is judged again here, waited for: rare, and the pool's slots keep working
+                    if bests.rejudge(record):
+                        fresh = pool.submit(sub.task, sub.source, sub.language, retime=True)
+                        record = stamped({**record_of(sub, fresh.result(), getattr(fresh, "slot", None), submitter),
+                                          "rejudged": True})  # fmt: skip
+                except Exception as e:  # the judge failed on the fresh seeds: nothing recorded, a rerun retries
+                    summary.failed += 1
+                    if progress:
+                        progress.advance("judge_error", f"{where}: re-judging failed, not recorded: {e}")
+                    continue
+                append(record)
+                bests.add(record)
                 summary.evaluated += 1
-                summary.reused += outcome.result.reused
+                summary.reused += bool(record.get("reused"))
+                summary.rejudged += bool(record.get("rejudged"))
                 if progress:
                     progress.advance(outcome.result.status, f"{where}: {outcome.result.summary()}")
         finally:

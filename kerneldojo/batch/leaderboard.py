@@ -5,6 +5,10 @@ folder) measured under one judge protocol (`protocol`) are ranked together, by d
 (the one with the most recent result). Per GPU model it also gives KernelBench's summary figures (Ouyang et
 al., 2025): fast_p, the share of tasks whose best result is correct and faster than eager PyTorch by more
 than p, and the geometric-mean speedup. `render_leaderboard` is the CLI table; `batch.report` the HTML page.
+
+A result answered from the judge's result cache (`reused`) is never ranked: a new best is judged again on fresh
+seeds before it is stored (`Bests.rejudge`, used by `run_batch` and the service), and that record says
+`rejudged`.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class Standing:
     last_failure: dict | None = None  # the last record that was run and was not correct: why, when none is
     history: list[dict] = field(default_factory=list)  # each record that was the best when it arrived (timed)
     version: tuple[str | None, int | None] = (None, None)  # (task_hash, protocol)
+    reused: int = 0  # correct results answered from the judge's cache, not re-judged: never ranked
 
 
 @dataclass
@@ -89,6 +94,31 @@ def version_of(record: dict) -> tuple[str | None, int | None]:
     return record.get("task_hash"), record.get("protocol")
 
 
+class Bests:
+    """The best correct, not reused result per task, GPU model, task version and protocol, as records arrive."""
+
+    def __init__(self, records: Iterable[dict] = ()):
+        self._best: dict[tuple, dict] = {}
+        for record in records:
+            self.add(record)
+
+    @staticmethod
+    def _key(record: dict) -> tuple:
+        return record.get("task"), record.get("device"), *version_of(record)
+
+    def add(self, record: dict) -> None:
+        if correct(record) and not record.get("reused"):
+            best = self._best.get(self._key(record))
+            if best is None or _rank(record) > _rank(best):
+                self._best[self._key(record)] = record
+
+    def rejudge(self, record: dict) -> bool:
+        """Is `record` reused from the judge's cache and would it be the new best (the first correct result counts)?
+        Then it is judged again on fresh seeds, and that result stored instead."""
+        best = self._best.get(self._key(record))
+        return bool(record.get("reused")) and correct(record) and (best is None or _rank(record) > _rank(best))
+
+
 def build_board(records: Iterable[dict], all_versions: bool = False) -> Board:
     """Standings per task and device (the GPU's name, or "cpu") for each task's newest version (every version
     with `all_versions`), and per device the summary figures."""
@@ -113,6 +143,8 @@ def build_board(records: Iterable[dict], all_versions: bool = False) -> Board:
         standing.submitted += 1
         if record.get("status") in NOT_RUN:
             standing.not_run += 1
+        elif correct(record) and record.get("reused"):
+            standing.reused += 1
         elif correct(record):
             standing.correct += 1
             if standing.best is None or _rank(record) > _rank(standing.best):
@@ -196,6 +228,9 @@ def render_leaderboard(records: Iterable[dict], all_versions: bool = False) -> s
         why = next(iter(failure.get("messages") or []), "").strip().splitlines()
         text += f"\n{s.task} on {s.device}: no correct result; last: {failure.get('status')}" + (
             f" ({why[0][:100]})" if why else "")
+    reused = sum(s.reused for s in board.standings)
+    if reused:
+        text += f"\n({reused} correct result(s) reused from the judge's cache, not re-judged: not ranked)"
     if board.other_versions:
         text += (f"\n({board.other_versions} result(s) of older task versions or judge protocols not compared; "
                  "--all-versions shows them)")  # fmt: skip

@@ -177,13 +177,15 @@ class _Job:
     future: cf.Future
     compile_s: float = 0.0
     queued_at: float = 0.0
+    retime: bool = False
 
 
 class SubmittingPool:
     """What a pool with `submit(task, source, language) -> Future` and a default `_window()` gets from it:
     streaming outcomes as they finish, and results in order (GPUPool here, RayPool on a cluster)."""
 
-    def submit(self, task: str, source: str, language: str | None = None) -> cf.Future:
+    def submit(self, task: str, source: str, language: str | None = None, retime: bool = False) -> cf.Future:
+        """A Future of the EvalResult; `retime`: judged again on fresh seeds even when the result cache has it."""
         raise NotImplementedError
 
     def _window(self) -> int:
@@ -293,14 +295,14 @@ class GPUPool(SubmittingPool):
 
     # -- submitting -------------------------------------------------------------------------
 
-    def submit(self, task: str, source: str, language: str | None = None) -> cf.Future:
+    def submit(self, task: str, source: str, language: str | None = None, retime: bool = False) -> cf.Future:
         """A Future of the EvalResult. Raises at once for an unknown task or a language it does not take."""
         task_obj = get_task(task)
         task_obj.reference  # noqa: B018  (load it here, not racing in several threads)
         language = language or detect_language(source)
         check_language(task_obj, language)
         future: cf.Future = cf.Future()
-        key = submission_hash(task_obj.id, language, source)
+        key = submission_hash(task_obj.id, language, source) + (":retime" if retime else "")  # never shares a reuse
         with self._lock:
             if self._closed:
                 raise RuntimeError("the pool is closed")
@@ -308,7 +310,7 @@ class GPUPool(SubmittingPool):
                 self._inflight[key].append(future)
                 return future
             self._inflight[key] = []
-        job = _Job(task_obj.id, source, language, key, future)
+        job = _Job(task_obj.id, source, language, key, future, retime=retime)
         staged = self._compile.submit(self._prepare, job)
         staged.add_done_callback(lambda f: f.cancelled() and self._finish(job, error=cf.CancelledError("pool closed")))
         return future
@@ -374,7 +376,8 @@ class GPUPool(SubmittingPool):
                 continue
             queued_s = time.perf_counter() - job.queued_at
             try:
-                retime = {"retime": True} if self.retime else {}  # a custom judge_factory's judge may not take it
+                # a custom judge_factory's judge may not take `retime`
+                retime = {"retime": True} if self.retime or job.retime else {}
                 result = slot.judge.evaluate(job.task, job.source, job.language, **retime)
             except BaseException as e:  # a failure of the judge, not of the submission
                 self._finish(job, error=e, slot=slot)

@@ -52,8 +52,8 @@ class JudgeActor:
         d = self.judge.device
         return {"name": self.name, "arch": d.arch, "device": d.name, "mode": d.mode}
 
-    def evaluate(self, task: str, source: str, language: str) -> dict:
-        return self.judge.evaluate(task, source, language).model_dump(mode="json")
+    def evaluate(self, task: str, source: str, language: str, retime: bool = False) -> dict:
+        return self.judge.evaluate(task, source, language, retime=retime).model_dump(mode="json")
 
     def pid(self) -> int:
         import os
@@ -81,6 +81,7 @@ class _Job:
     language: str
     future: cf.Future
     compile_s: float = 0.0
+    retime: bool = False
 
 
 class RayPool(SubmittingPool):
@@ -144,7 +145,7 @@ class RayPool(SubmittingPool):
     def actors(self) -> list:
         return list(self._actors)
 
-    def submit(self, task: str, source: str, language: str | None = None) -> cf.Future:
+    def submit(self, task: str, source: str, language: str | None = None, retime: bool = False) -> cf.Future:
         """A Future of the EvalResult. Raises at once for an unknown task or a language it does not take."""
         from kerneldojo.graders.compile import check_language, detect_language
         from kerneldojo.tasks import get_task
@@ -155,7 +156,7 @@ class RayPool(SubmittingPool):
         with self._lock:
             if self._closed:
                 raise RuntimeError("the pool is closed")
-        job = _Job(task_obj.id, source, language, cf.Future())
+        job = _Job(task_obj.id, source, language, cf.Future(), retime=retime)
         self._compile.submit(self._prepare, job)
         return job.future
 
@@ -203,7 +204,7 @@ class RayPool(SubmittingPool):
             if job is None:
                 return
             try:
-                record = self._ray.get(actor.evaluate.remote(job.task, job.source, job.language))
+                record = self._ray.get(actor.evaluate.remote(job.task, job.source, job.language, job.retime))
             except self._ray.exceptions.RayActorError:  # gone for good (restarts spent): another actor redoes it
                 with self._lock:
                     self._alive -= 1

@@ -10,6 +10,8 @@ Identical submissions (task, language and exact source, under the same task vers
 `verdict_key`, as the judge's result cache keys them) share one evaluation: a later one reuses the stored
 verdict, or waits for the one in flight. Only verdicts the submission alone decides are reused (the judge's
 `CACHED_STATUSES`): a timeout or a runtime error may come from the machine, and is judged again.
+A correct result the executor answered from the judge's result cache (`reused`) that would be the new best of its
+task is judged again on fresh seeds before it is stored (`rejudged`), as in `run_batch`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from pathlib import Path
 from typing import Protocol
 
 from kerneldojo.batch import Submission, record_of
-from kerneldojo.batch.store import ResultStore
+from kerneldojo.batch.leaderboard import Bests
+from kerneldojo.batch.store import ResultStore, stamped
 from kerneldojo.judge import CACHED_STATUSES
 from kerneldojo.result import EvalResult
 from kerneldojo.tasks import TaskError, task_content_hash
@@ -44,7 +47,7 @@ class Executor(Protocol):
 
     slots: list  # one per device: GPUPool's Slot, RayPool's actor description
 
-    def submit(self, task: str, source: str, language: str | None = None) -> cf.Future: ...
+    def submit(self, task: str, source: str, language: str | None = None, retime: bool = False) -> cf.Future: ...
 
     def describe(self) -> str: ...
 
@@ -126,6 +129,7 @@ class JobQueue:
         self._verdicts: dict[str, dict] = {}  # verdict_key -> a reusable record of it
         self._by_job: dict[str, dict] = {}  # job id -> the record its evaluation wrote
         self._by_hash: dict[str, dict] = {}  # submission hash -> its last record (an ended job's, reused)
+        self._bests = Bests()  # a reused result that would beat one is judged again before it is stored
         for record in store.records():
             self._remember(record)
         self._log_path = state_dir / "jobs.jsonl"
@@ -187,6 +191,7 @@ class JobQueue:
             return len(self._pending), sum(len(v) for v in self._running.values())
 
     def _remember(self, record: dict) -> None:
+        self._bests.add(record)
         if record.get("job"):
             self._by_job[record["job"]] = record
         if record.get("hash"):
@@ -228,21 +233,42 @@ class JobQueue:
         if self.metrics:
             self.metrics.queued(*self.depth())
 
-    def _on_result(self, job: Job, future: cf.Future) -> None:
+    def _on_result(self, job: Job, future: cf.Future, rejudged: bool = False) -> None:
         if future.cancelled():
             self._finish(job, None, RuntimeError("cancelled: the executor closed"), None)
         elif error := future.exception():
             self._finish(job, None, error, None)
+        elif not rejudged and self._rejudge(job, future.result()):
+            return
         else:
-            self._finish(job, future.result(), None, getattr(future, "slot", None))
+            self._finish(job, future.result(), None, getattr(future, "slot", None), rejudged)
 
-    def _finish(self, job: Job, result: EvalResult | None, error: BaseException | None, slot: str | None) -> None:
+    def _record(self, job: Job, result: EvalResult, slot: str | None, rejudged: bool) -> dict:
+        sub = Submission(job.task, job.source, job.language, job.label)
+        mark = {"rejudged": True} if rejudged else {}
+        return stamped({**record_of(sub, result, slot), "owner": job.owner, "public": job.public, "job": job.id,
+                        "task_hash": job.task_hash, "protocol": PROTOCOL_VERSION, **mark})  # fmt: skip
+
+    def _rejudge(self, job: Job, result: EvalResult) -> bool:
+        """A reused result that would be the new best: judged again on fresh seeds (never waited for here, on the
+        executor's thread, which the fresh evaluation may need), and that result is stored instead."""
+        with self._lock:
+            if not self._bests.rejudge(self._record(job, result, None, False)):
+                return False
+        try:
+            future = self.executor.submit(job.task, job.source, job.language, retime=True)
+        except Exception as e:  # a pool that closed under us
+            self._finish(job, None, e, None)
+            return True
+        future.add_done_callback(lambda f: self._on_result(job, f, rejudged=True))
+        return True
+
+    def _finish(self, job: Job, result: EvalResult | None, error: BaseException | None, slot: str | None,
+                rejudged: bool = False) -> None:  # fmt: skip
         with self._lock:
             waiting = self._running.pop(self._key(job), [job])
             if result is not None:
-                sub = Submission(job.task, job.source, job.language, job.label)
-                record = {**record_of(sub, result, slot), "owner": job.owner, "public": job.public, "job": job.id,
-                          "task_hash": job.task_hash, "protocol": PROTOCOL_VERSION}  # fmt: skip
+                record = self._record(job, result, slot, rejudged)
                 self._append_result(record)  # before the job's end is logged: see the module's docstring
                 self._remember(record)
             for i, waiter in enumerate(waiting):
