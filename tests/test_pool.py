@@ -193,6 +193,23 @@ def test_identical_submissions_in_flight_are_judged_once(gpus):
     assert all(r == results[0] for r in results) and len({id(r) for r in results}) == 5
 
 
+def test_a_retime_submission_is_judged_afresh_not_shared(gpus):
+    """`submit(retime=True)` (re-judging a reused new best) asks the judge to retime, and never shares the verdict
+    of an identical submission in flight, which may come from the result cache."""
+
+    class RetimeJudge(FakeJudge):
+        def evaluate(self, task, source, language=None, retime=False):
+            self.recorder.calls.append((self.device.name, f"retime={retime}"))
+            return super().evaluate(task, source, language)
+
+    gpus(1)
+    recorder = Recorder()
+    with GPUPool("all", judge_factory=lambda d: RetimeJudge(d, recorder, 0.1)) as pool:
+        futures = [pool.submit("vector_add", triton_source(0), "triton", retime=r) for r in (False, True, False)]
+        assert all(f.result().ok for f in futures)
+    assert sorted(call for _, call in recorder.calls if call.startswith("retime=")) == ["retime=False", "retime=True"]
+
+
 def test_bad_task_or_language_fails_that_item_only(gpus):
     gpus(1)
     with fake_pool("all", Recorder()) as pool:

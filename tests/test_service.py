@@ -233,6 +233,38 @@ def test_verdicts_are_reused_only_for_the_same_task_version_and_a_deterministic_
         queue.close()
 
 
+class CachingExecutor(InstantExecutor):
+    """Answers from the judge's result cache (`reused`) unless asked to `retime`, as `GPUPool` over a warm cache."""
+
+    def __init__(self, status: str):
+        super().__init__(status)
+        self.retimed = 0
+
+    def submit(self, task, source, language=None, retime=False):
+        self.retimed += retime
+        future = super().submit(task, source, language)
+        future.result().reused = not retime
+        return future
+
+
+@pytest.mark.parametrize(("status", "rejudged"), [("ok", True), ("wrong", False)])
+def test_a_reused_new_best_is_rejudged_before_it_is_stored(tmp_path, status, rejudged):
+    from kerneldojo.batch import submission
+    from kerneldojo.service.jobs import JobQueue
+
+    store = ResultStore(tmp_path / "results.jsonl")
+    executor = CachingExecutor(status)
+    queue = JobQueue(tmp_path / "state", store, executor, in_flight=1)
+    try:
+        job = queue.submit(submission("vector_add", subs.VECTOR_ADD_TRITON, None, "a"), "alice")
+        assert queue.wait(job, 30) and job.state == "done" and executor.retimed == rejudged
+    finally:
+        queue.close()
+    (stored,) = store.records()
+    assert stored["status"] == status and stored["job"] == job.id
+    assert bool(stored.get("rejudged")) is rejudged and stored["reused"] is not rejudged
+
+
 def test_a_job_streams_its_state_as_server_sent_events(service):
     url = service[0]
     job = httpx.post(f"{url}/jobs", json={"task": "vector_add", "source": subs.VECTOR_ADD_TRITON + "\n# sse\n"},
