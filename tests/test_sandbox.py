@@ -264,16 +264,23 @@ def solution(x, y):
     seen = {name: os.path.exists("/dev/" + name) for name in ("null", "urandom", "kmsg", "loop-control", "console")}
     with open("/dev/null", "w") as f:
         f.write("x")
+    try:  # a host kernel setting that checks no capability, only a uid that is root outside (round 6)
+        open("/proc/irq/default_smp_affinity", "r+").close()
+        seen["proc_irq_writable"] = True
+    except OSError:
+        seen["proc_irq_writable"] = False
     raise RuntimeError("PROBE" + json.dumps(seen))
 """
 
 
 def test_the_worker_has_a_dev_of_its_own(judge, protections):
     """Red team round 4 wrote to the host's kernel log (/dev/kmsg) and left a loop device behind
-    (/dev/loop-control): a read-only mount does not stop writes to a device node."""
+    (/dev/loop-control): a read-only mount does not stop writes to a device node. Round 6 changed an IRQ's
+    affinity through /proc/irq, which is read-only now."""
     _require(protections, "mount_namespace", "filesystem")
     seen = _probe_results(judge.evaluate("vector_add", DEVICES, "python"))
-    assert seen == {"null": True, "urandom": True, "kmsg": False, "loop-control": False, "console": False}, seen
+    assert seen == {"null": True, "urandom": True, "kmsg": False, "loop-control": False, "console": False,
+                    "proc_irq_writable": False}, seen
     _then_honest_passes(judge)
 
 

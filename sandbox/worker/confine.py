@@ -287,8 +287,12 @@ def _inside(plan: Plan, active: dict, redirect_output) -> dict:
             try:  # the host's sysctls and the sysrq trigger: out of reach even of a uid that is root outside
                 _mount("/proc/sys", "/proc/sys", None, MS_BIND | MS_REC)
                 _make_readonly("/proc/sys")
-                _mount("/dev/null", "/proc/sysrq-trigger", None, MS_BIND)
-                result["proc_sys"] = "read-only"
+                if os.path.exists("/proc/sysrq-trigger"):  # not every kernel has one
+                    _mount("/dev/null", "/proc/sysrq-trigger", None, MS_BIND)
+                # The rest of /proc too: files such as /proc/irq/*/smp_affinity check no capability, only a
+                # uid that is root outside, which the judge's may be.
+                _make_readonly("/proc")
+                result["proc_sys"] = "read-only (all of /proc)"
             except OSError as e:
                 result["proc_sys"] = f"unavailable: {e}"
         except OSError as e:
