@@ -104,7 +104,7 @@ def compile_submission(task: Task, source: str, language: str, arch: str) -> Bui
         folder = cache_dir() / key
         folder.mkdir(exist_ok=True)
         path = folder / "submission.py"
-        _write_atomically(path, source)
+        write_atomically(path, source)
         try:
             compile(source, "submission.py", "exec")
         except SyntaxError as e:
@@ -154,8 +154,9 @@ def _build_native(task: Task, source: str, language: str, arch: str) -> Build:
     return Build(language, last.with_name("submission.cu"), libraries, cached=not missing)
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Concurrent builds of the same source (threads of a pool, other judges) never see half a file."""
+def write_atomically(path: Path, text: str) -> None:
+    """Readers never see half a file: concurrent builds of one source (threads of a pool, other judges), or
+    a judge killed mid-write (the old file stays)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name)
     with os.fdopen(fd, "w") as f:
         f.write(text)
@@ -193,9 +194,9 @@ def _check_exports(library: Path) -> None:
 
 def _run_nvcc(nvcc: str, source: str, flags: list[str], library: Path, what: str, header: str) -> None:
     library.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomically(library.with_name(SIGNATURE_HEADER), header)
-    _write_atomically(library.with_name("submission.cu"), source)
-    _write_atomically(library.with_name("exports.map"), EXPORTS_MAP)
+    write_atomically(library.with_name(SIGNATURE_HEADER), header)
+    write_atomically(library.with_name("submission.cu"), source)
+    write_atomically(library.with_name("exports.map"), EXPORTS_MAP)
     # Build beside the target and rename, so a concurrent or interrupted build never leaves half a file.
     with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
         out = Path(tmp) / "submission.so"

@@ -19,7 +19,6 @@ import math
 import os
 import platform
 import secrets
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -34,6 +33,7 @@ from kerneldojo.graders.compile import (
     detect_language,
     native_checks_note,
     nvcc_version,
+    write_atomically,
 )  # fmt: skip
 from kerneldojo.graders.correctness import (
     WrongOutput,
@@ -421,10 +421,7 @@ class Judge:
         # Merge with what other judges stored meanwhile, then replace atomically: a judge killed
         # mid-write leaves the old file. A refresh (an empty table) starts the file afresh.
         merged = {**self._load_reference_times(), **self._reference_times} if self._reference_times else {}
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name)
-        with os.fdopen(fd, "w") as f:
-            json.dump(merged, f, indent=0, sort_keys=True)
-        os.replace(tmp, path)
+        write_atomically(path, json.dumps(merged, indent=0, sort_keys=True))
 
     def _time_calls(self, calls) -> TimeStats:
         return time_calls(calls, self.device.torch_device, self.device.l2_bytes, budget_s=self.timing_budget_s)
@@ -459,10 +456,7 @@ class ResultCache:
         path = self.folder / key[:2] / f"{key}.json"
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name)
-            with os.fdopen(fd, "w") as f:
-                f.write(result.model_dump_json())
-            os.replace(tmp, path)
+            write_atomically(path, result.model_dump_json())
         except OSError as e:  # a full or read-only disk costs the reuse, not the result
             warnings.warn(f"the result cache {self.folder} could not store a result: {e}", RuntimeWarning,
                           stacklevel=2)

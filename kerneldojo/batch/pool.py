@@ -191,6 +191,16 @@ class SubmittingPool:
     def _window(self) -> int:
         raise NotImplementedError
 
+    def close(self, wait: bool = True) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        # On an error or Ctrl-C, queued work is dropped and running evaluations are not waited for.
+        self.close(wait=exc_type is None)
+
     def imap_unordered(self, jobs: Iterable[tuple[Any, tuple]], window: int | None = None) -> Iterator[Outcome]:
         """Evaluate `(tag, (task, source, language))` items; yield an Outcome per item as each finishes.
 
@@ -278,13 +288,6 @@ class GPUPool(SubmittingPool):
 
     def __len__(self) -> int:
         return len(self.slots)
-
-    def __enter__(self) -> GPUPool:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        # On an error or Ctrl-C, queued work is dropped and running evaluations are not waited for.
-        self.close(wait=exc_type is None)
 
     def describe(self) -> str:
         devices = ", ".join(slot.name for slot in self.slots)

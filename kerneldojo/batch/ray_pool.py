@@ -130,12 +130,6 @@ class RayPool(SubmittingPool):
     def __len__(self) -> int:
         return len(self._actors)
 
-    def __enter__(self) -> RayPool:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self.close(wait=exc_type is None)
-
     def describe(self) -> str:
         names = ", ".join(s["name"] for s in self.slots)
         plural = "s" if len(self) != 1 else ""

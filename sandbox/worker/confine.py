@@ -321,17 +321,22 @@ def _private_dev(gpu: bool) -> None:
     handles = {n: os.open(f"/dev/{n}", os.O_PATH) for n in names if os.path.exists(f"/dev/{n}")}
     _mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=1m,nr_inodes=4096,mode=755")
     for name, fd in handles.items():
-        target = f"/dev/{name}"
-        if os.path.isdir(f"/proc/self/fd/{fd}"):
-            os.makedirs(target, exist_ok=True)
-        else:
-            Path(target).touch()
-        _mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
-        os.close(fd)
+        _bind_handle(fd, f"/dev/{name}")
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"/dev/{name}")
     os.makedirs("/dev/shm", exist_ok=True)  # CPU mode: a private tmpfs goes here (plan.hide)
+
+
+def _bind_handle(fd: int, target: str) -> None:
+    """Bind what the O_PATH handle `fd` (opened before a tmpfs covered it) names onto `target`, then close it."""
+    if os.path.isdir(f"/proc/self/fd/{fd}"):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        Path(target).touch()
+    _mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
+    os.close(fd)
 
 
 def _setup_mounts(plan: Plan, redirect_output) -> str:
@@ -350,13 +355,7 @@ def _setup_mounts(plan: Plan, redirect_output) -> str:
         fd = handles.pop(path, None)
         if fd is None:
             continue
-        if os.path.isdir(f"/proc/self/fd/{fd}"):
-            os.makedirs(path, exist_ok=True)
-        else:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            Path(path).touch()
-        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-        os.close(fd)
+        _bind_handle(fd, path)
     for path in plan.hide_inside_kept:
         if os.path.isdir(path):
             _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, HIDDEN_TMPFS)
