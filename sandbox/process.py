@@ -52,6 +52,8 @@ from .protocol import (
     MEMORY_CAP_BYTES,
     OUTPUT_TAIL_CHARS,
     PROCESSES_CAP,
+    PROGRESS,
+    PROGRESS_CAP,
     REFERENCE_KINDS,
     Build,
     SubmissionError,
@@ -104,7 +106,9 @@ class WorkerSolution:
         limit = self.limits["run"] + (0 if key in self._shapes_run else self.limits["compile"])
         self._shapes_run.add(key)
         specs = [(tuple(t.shape), t.dtype) for t in outputs]
-        got = self._worker.call("run", (inputs, shape, outputs, watch), limit, reply_cap(_nbytes(specs)))
+        # The allowance ends with the JIT: once the worker says the first call returned (`protocol.PROGRESS`).
+        got = self._worker.call("run", (inputs, shape, outputs, watch), limit, reply_cap(_nbytes(specs)),
+                                after_progress_s=self.limits["run"])
         return _owned(outputs if got is None else got, specs)
 
     def time(self, shape: dict, seeds: list[int], output_specs: list, l2_bytes: int, budget_s: float) -> TimedRuns:
@@ -197,14 +201,27 @@ class _Worker:
     def protections(self) -> dict:
         return self.handle.protections()
 
-    def call(self, op: str, args: tuple, limit_s: float, max_reply_bytes: int | None = None):
-        """Send a request; its reply, read within `limit_s` and `max_reply_bytes` whatever the worker does."""
+    def call(self, op: str, args: tuple, limit_s: float, max_reply_bytes: int | None = None,
+             after_progress_s: float | None = None):
+        """Send a request; its reply, read within `limit_s` and `max_reply_bytes` whatever the worker does.
+        With `after_progress_s`, up to PROGRESS_CAP progress frames may come first, each shortening the deadline
+        to at most `after_progress_s` from its arrival (`protocol.PROGRESS`); any other is a forgery."""
         self.sequence += 1
         self.requests.put((self.sequence, op, args), max_reply_bytes)
         deadline = time.monotonic() + limit_s
+        progress_left, after = (PROGRESS_CAP if after_progress_s is not None else 0), ""
         while True:
             try:
                 reply = self.replies.get(timeout=0.1)
+                if isinstance(reply, tuple) and len(reply) == 3 and reply[1] == PROGRESS:
+                    if progress_left <= 0 or reply[0] != self.sequence:
+                        detail = f"a progress frame ({reply[0]}) that request {self.sequence} ({op}) allowed no more of"
+                        raise Flagged({"timing_channel": message("timing_channel", detail)})
+                    progress_left -= 1
+                    if time.monotonic() + after_progress_s < deadline:  # only ever shorter
+                        deadline, limit_s = time.monotonic() + after_progress_s, after_progress_s
+                        after = " after its first call returned (Triton's JIT done)"
+                    continue
                 break
             except queue.Empty:
                 if self.replies.closed.is_set() or not self.process.is_alive():
@@ -217,7 +234,7 @@ class _Worker:
                     self._kill()
                     tail = self._tail_note()
                     self.stop()
-                    raise SubmissionTimeout(f"{op} ran past its {limit_s:g} s limit; the worker was killed{tail}"
+                    raise SubmissionTimeout(f"{op} ran past its {limit_s:g} s limit{after}; the worker was killed{tail}"
                                             ) from None
         if not (isinstance(reply, tuple) and len(reply) == 3):
             raise Flagged({"timing_channel": message("timing_channel", f"a reply of the form {type(reply).__name__}")})

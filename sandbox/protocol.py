@@ -46,6 +46,12 @@ from kerneldojo.result import ProfileStats, TimeStats
 LIMITS_S = {"load": 120.0, "compile": 120.0, "run": 60.0, "time": 300.0, "flags": 10.0, "join": 120.0,
             "time_reference": 600.0, "ncu": 180.0}
 OPS = ("load", "run", "time", "flags", "join", "time_reference", "ncu", "exit")
+# Not a reply: a worker's word, during a `run`, that the submission's first call at a shape has returned on the
+# host (its launches, hence Triton's JIT and autotuning, are done) and the device is about to be synchronized.
+# The judge then ends the JIT allowance: the request's deadline becomes min(deadline, now + LIMITS_S["run"]).
+# It can only shorten a deadline; past PROGRESS_CAP per request (none but a `run` has any) it is a forgery.
+PROGRESS = "progress"
+PROGRESS_CAP = 1
 REFERENCE_KINDS = ("eager", "compiled")
 # A worker's host memory and its processes and threads (torch's and Triton's own count too), through a
 # cgroup where one can be made: Judge(limits={"memory": bytes, "processes": n}) overrides them.

@@ -83,3 +83,106 @@ def test_gpu_lock_lets_checks_share_and_timing_wait():
         order.append("checks done")
     timing.join(5)
     assert order == ["checks done", "timed"]
+
+
+# -- the JIT allowance ends with the JIT (protocol.PROGRESS) -----------------------------------------------------
+
+# Returns, then spins in the worker while the reply is encoded: in CPU mode, the stand-in for a GPU kernel that
+# hangs after its launch returned (the worker's synchronize would wait on it).
+RETURNS_THEN_SPINS = """
+class Spin:
+    def __reduce__(self):
+        while True:
+            pass
+
+
+def solution(x, y):
+    return x + y, Spin()
+"""
+SPINS_BEFORE_RETURNING = "def solution(x, y):\n    while True:\n        pass\n"
+
+
+def test_a_hang_after_the_first_call_returned_gets_the_run_limit_not_the_jit_allowance():
+    from kerneldojo.judge import Judge
+
+    judge = Judge("cpu", limits={"run": 2, "compile": 120}, result_cache=None)
+    result = judge.evaluate("vector_add", RETURNS_THEN_SPINS, "python")
+    assert result.status == "timeout", result.messages
+    assert "ran past its 2 s limit after its first call returned" in result.messages[0]
+    assert result.wall_s < 120  # the JIT allowance was never waited out
+
+
+def test_a_hang_inside_the_first_call_keeps_the_jit_allowance():
+    from kerneldojo.judge import Judge
+
+    judge = Judge("cpu", limits={"run": 1, "compile": 3}, result_cache=None)
+    result = judge.evaluate("vector_add", SPINS_BEFORE_RETURNING, "python")
+    assert result.status == "timeout", result.messages
+    assert "ran past its 4 s limit;" in result.messages[0] and "returned" not in result.messages[0]
+    assert result.phases["correctness"] >= 4  # a deadline never fires early
+
+
+def _scripted_worker(frames):
+    """A `process._Worker` whose far end is this test: it answers each request with the frames `frames(sequence)`."""
+    import contextlib
+    import socket
+    import threading
+
+    import torch
+
+    from kerneldojo.sandbox import process
+    from kerneldojo.sandbox.channel import Channel
+    from kerneldojo.sandbox.protocol import dumps, loads, recv_frame, send_frame
+
+    class Worker(process._Worker):
+        def __init__(self):
+            judge_end, self.far = socket.socketpair()
+            self.requests = self.replies = Channel(judge_end, torch.device("cpu"))
+            self.sequence = 0
+            self.process = type("Alive", (), {"is_alive": lambda _: True, "exitcode": None})()
+
+        def _kill(self):
+            pass
+
+        def stop(self):
+            self.replies.close()
+
+        def _tail_note(self):
+            return ""
+
+    worker = Worker()
+
+    def answer():
+        with contextlib.suppress(EOFError, OSError):
+            while True:
+                sequence, _, _ = loads(recv_frame(worker.far, fds=True), torch.device("cpu"), lambda *_: None)
+                for frame in frames(sequence):
+                    send_frame(worker.far, dumps(frame))
+
+    threading.Thread(target=answer, daemon=True).start()
+    return worker
+
+
+def test_progress_frames_only_shorten_a_run_and_extra_or_forged_ones_are_flagged():
+    import pytest
+
+    from kerneldojo.graders.checks import Flagged
+    from kerneldojo.sandbox.protocol import PROGRESS, SubmissionTimeout
+
+    def progress_then_ok(seq):
+        return [(seq, PROGRESS, None), (seq, "ok", "done")]
+
+    assert _scripted_worker(progress_then_ok).call("run", (), 30, after_progress_s=30) == "done"
+    with pytest.raises(SubmissionTimeout, match=r"0\.2 s limit after its first call returned"):  # shortened
+        _scripted_worker(lambda seq: [(seq, PROGRESS, None)]).call("run", (), 60, after_progress_s=0.2)
+    with pytest.raises(SubmissionTimeout, match=r"0\.5 s limit;"):  # never lengthened
+        _scripted_worker(lambda seq: [(seq, PROGRESS, None)]).call("run", (), 0.5, after_progress_s=60)
+    forged = {
+        "on a request that allows none": (lambda seq: progress_then_ok(seq), {}),
+        "past the cap": (lambda seq: [(seq, PROGRESS, None), *progress_then_ok(seq)], {"after_progress_s": 30}),
+        "for another request": (lambda seq: [(seq + 1, PROGRESS, None), (seq, "ok", 1)], {"after_progress_s": 30}),
+    }
+    for case, (frames, kwargs) in forged.items():
+        with pytest.raises(Flagged) as caught:
+            _scripted_worker(frames).call("run", (), 30, **kwargs)
+        assert "timing_channel" in caught.value.checks, case

@@ -82,6 +82,10 @@ class Solution:
         self.group = None
         self._align: Callable[[], None] | None = None
         self._shapes_called: set[str] = set()
+        # Called once per shape when a checked call has returned on the host, before the device is synchronized:
+        # the worker tells the judge (`protocol.PROGRESS`) that the JIT allowance may end.
+        self.first_return: Callable[[], None] | None = None
+        self._shapes_returned: set[str] = set()
         self._module_name: str | None = None
         # Taken before any submission code runs: what is alive and which functions are the real ones.
         self._forbidden = ForbiddenOps(task.allowed_ops)
@@ -131,6 +135,9 @@ class Solution:
         try:
             with watching(self._forbidden), self._tripwire:
                 result = self.run(inputs, shape, outputs, watch=False)
+            if self.first_return is not None and case_label(shape) not in self._shapes_returned:
+                self._shapes_returned.add(case_label(shape))
+                self.first_return()
         except Exception:
             # What the watches saw explains the failure better than the failure does. Threads left
             # behind are not counted: a call that raised may not have joined its own.

@@ -25,7 +25,7 @@ import torch
 from kerneldojo.graders.timing import time_calls
 from kerneldojo.result import TimeStats
 from kerneldojo.sandbox.device import resolve_device
-from kerneldojo.sandbox.protocol import OPS, REFERENCE_KINDS, REPLY_ERRORS, SubmissionError, reply_kind
+from kerneldojo.sandbox.protocol import OPS, PROGRESS, REFERENCE_KINDS, REPLY_ERRORS, SubmissionError, reply_kind
 from kerneldojo.tasks import get_task, list_tasks
 
 from .channel import WorkerEnd
@@ -69,9 +69,10 @@ def serve(requests, replies, device_spec: str, scratch: str, outputs_by_value: b
         _launch_trivial_triton_kernel(device_spec)
     if device_spec == "cpu":  # the interpreter's code, known before any submission's is loaded
         interpreter_code()
-    session = _Session(device_spec, outputs_by_value)
+    session = _Session(device_spec, outputs_by_value, replies)
     while True:
         sequence, op, args = requests.get()
+        session.sequence = sequence
         if op == "exit":
             return
         try:
@@ -88,8 +89,9 @@ def serve(requests, replies, device_spec: str, scratch: str, outputs_by_value: b
 class _Session:
     """One worker's state, and its answer to each request op of `sandbox.protocol.OPS` (`op_<name>`)."""
 
-    def __init__(self, device_spec: str, outputs_by_value: bool):
-        self.device_spec, self.outputs_by_value = device_spec, outputs_by_value
+    def __init__(self, device_spec: str, outputs_by_value: bool, replies=None):
+        self.device_spec, self.outputs_by_value, self.replies = device_spec, outputs_by_value, replies
+        self.sequence = 0  # of the request being answered
         self.solution: Solution | None = None
         self.last = None  # the last reply's tensors, alive until the next request: the judge maps them via IPC
 
@@ -97,6 +99,8 @@ class _Session:
         """Returns the seconds the load took, for the judge's phase breakdown (the rest was the worker's start)."""
         started = time.perf_counter()
         self.solution = Solution(get_task(task_id), build, resolve_device(self.device_spec), self.outputs_by_value)
+        if self.replies is not None:
+            self.solution.first_return = lambda: _reply(self.replies, self.sequence, PROGRESS, None)
         return time.perf_counter() - started
 
     def op_run(self, inputs: tuple, shape: dict, outputs: tuple, watch: bool = True):
