@@ -1,0 +1,36 @@
+"""No new processes from submission code: a seccomp filter that the worker loads on itself before it
+takes a submission, in CPU mode.
+
+A child process escapes every watch that lives in the worker's memory (the child records its operator
+calls in its own copy of the watch, and is reaped before the call returns). The filter refuses `fork`,
+`vfork`, `clone` without CLONE_THREAD (threads stay allowed: torch and OpenMP use them) and `execve`.
+`clone3` passes its flags in memory, which a filter cannot read: it gets ENOSYS, and glibc falls back to
+`clone`. libseccomp sets no_new_privs, and a filter cannot be removed by the code it filters.
+
+GPU mode keeps fork for now: the harness runs cuobjdump and the Nsight Compute replay as children after
+the submission loaded (docs/threat-model.md)."""
+
+from __future__ import annotations
+
+import errno
+
+CLONE_THREAD = 0x00010000
+
+
+def forbid_new_processes() -> str | bool:
+    """Load the filter on this process (and every thread it starts later). True, or why it is unavailable."""
+    try:
+        import pyseccomp as seccomp
+    except Exception as e:  # the package, or libseccomp.so (found through ldconfig), is missing
+        return f"unavailable: {type(e).__name__}: {e}"
+    refuse = seccomp.ERRNO(errno.EPERM)
+    rules = seccomp.SyscallFilter(seccomp.ALLOW)
+    for name in ("fork", "vfork", "execve", "execveat"):
+        rules.add_rule(refuse, name)
+    rules.add_rule(refuse, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    try:
+        rules.load()
+    except OSError as e:
+        return f"unavailable: loading the seccomp filter failed: {e}"
+    return True
