@@ -294,8 +294,11 @@ _spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kerneldo
 # Spare workers per device, started ahead so that their start-up (importing torch and Triton, the CUDA
 # context: seconds) is off the step's critical path. A step can take less time than a worker takes to
 # start, so one spare is not enough for back-to-back steps: the oldest (the likeliest warm) is taken and
-# the queue topped up. KERNELDOJO_SPARE_WORKERS sets how many (each holds a CUDA context on a GPU).
-SPARE_WORKERS = max(1, int(os.environ.get("KERNELDOJO_SPARE_WORKERS", "2")))
+# the queue topped up. A start costs seconds of CPU (torch and torch._dynamo imports ~5 s of a loaded 2-core CPU,
+# `baselines/bench/bench_worker_start.py`), so where there are cores more spares start at once and each has had
+# more steps' time to warm when taken: half the cores, 2 to 8. KERNELDOJO_SPARE_WORKERS sets how many (each
+# holds a CUDA context, ~0.5 GB, on a GPU).
+SPARE_WORKERS = max(1, int(os.environ.get("KERNELDOJO_SPARE_WORKERS", min(8, max(2, (os.cpu_count() or 2) // 2)))))
 _spares: dict[tuple, list[_Worker]] = {}
 _spares_lock = threading.Lock()  # the GPU pool takes workers from several threads
 
