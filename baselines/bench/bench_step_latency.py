@@ -3,8 +3,13 @@ are), full protocol; p50/p90 of the steps after the first and the mean phase bre
 per task and language. Also the floor under any CUDA step: nvcc on an empty `extern "C"` file.
 
     python baselines/bench/bench_step_latency.py OUT_DIR [--steps 10] [--device auto] [--quick]
+        [--rows vector_add:triton,vector_add:cuda,flash_attention:triton] [--budget-s 180] [--no-compiled-reference]
 
-Writes OUT_DIR/step_latency.json and .md. --quick: vector_add Triton only, 3 steps (runs on CPU).
+Writes OUT_DIR/step_latency.json and .md. --quick: vector_add Triton only, 3 steps (runs on CPU). --rows: these
+rows only (default: the L1 rows below and every shipped level-3 baseline). --budget-s: each row gets an equal share
+of the wall-clock budget and stops taking steps when the next would likely pass it (2 steps at least, for a warm
+one). --no-compiled-reference: the speedup is against eager only, so a first step does not torch.compile the
+reference (the warm steps do the same work either way: reference timings are cached after the first).
 """
 
 from __future__ import annotations
@@ -29,23 +34,28 @@ def unique(source: str, language: str) -> str:
     return f"{source}\n{'#' if language in ('triton', 'python') else '//'} step {uuid.uuid4().hex}\n"
 
 
-def measure(judge, task_id: str, language: str, source: str, steps: int) -> dict:
-    seconds, phases, statuses, kernel_ms = [], [], [], None
-    for _ in range(steps):
+def measure(judge, task_id: str, language: str, source: str, steps: int, deadline: float = float("inf")) -> dict:
+    seconds, phases, statuses, kernel_ms, failure = [], [], [], None, None
+    for step in range(steps):
+        if step >= 2 and time.perf_counter() + seconds[-1] > deadline:  # the budget's share of this row is spent
+            break
         started = time.perf_counter()
         result = judge.evaluate(task_id, unique(source, language), language, retime=True)
         seconds.append(time.perf_counter() - started)
         phases.append(result.phases)
         statuses.append(result.status)
+        if result.status not in ("ok", "compiled") and failure is None:
+            failure = result.messages[-1][:2000] if result.messages else result.status
         if result.timings:
             kernel_ms = [t.submission.median_ms for t in result.timings]
+    steps = len(seconds)
     warm, warm_phases = (seconds[1:], phases[1:]) if steps > 1 else (seconds, phases)
     names = sorted({n for p in warm_phases for n in p})
     return {
         "task": task_id, "language": language, "steps": steps, "statuses": sorted(set(statuses)),
         "first_s": seconds[0], "p50_s": report.percentile(warm, 50), "p90_s": report.percentile(warm, 90),
         "seconds": seconds, "phases_mean_s": {n: statistics.fmean(p.get(n, 0.0) for p in warm_phases) for n in names},
-        "kernel_ms": kernel_ms,
+        "kernel_ms": kernel_ms, "failure": failure,
     }  # fmt: skip
 
 
@@ -75,31 +85,38 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--quick", action="store_true", help="vector_add Triton only, 3 steps")
+    parser.add_argument("--rows", help="task:language pairs, comma-separated (default: all rows)")
+    parser.add_argument("--budget-s", type=float, default=None, help="wall-clock seconds for all rows together")
+    parser.add_argument("--no-compiled-reference", action="store_true", help="time the eager reference only")
     args = parser.parse_args()
+    started = time.perf_counter()
     from kerneldojo.baselines import shipped_solutions
     from kerneldojo.judge import Judge
     from kerneldojo.tasks import get_task, list_tasks
 
-    judge = Judge(args.device, result_cache=None)
+    judge = Judge(args.device, result_cache=None, time_compiled_reference=not args.no_compiled_reference)
     gpu = judge.device.mode == "gpu"
     rows = [("vector_add", "triton")] if args.quick else list(ROWS)
-    if not args.quick:  # the shipped level-3 baselines
+    if args.rows:
+        rows = [tuple(row.split(":", 1)) for row in args.rows.split(",")]
+    elif not args.quick:  # the shipped level-3 baselines
         rows += [(t, lang) for t in list_tasks() if get_task(t).spec.level == 3 for lang in shipped_solutions(t)]
     steps = 3 if args.quick else args.steps
     results = []
-    for task_id, language in rows:
+    for i, (task_id, language) in enumerate(rows):
         solutions = shipped_solutions(task_id)
         if language not in solutions or (not gpu and language not in ("triton", "python")):
             continue  # CPU mode runs only Triton
+        deadline = started + args.budget_s * (i + 1) / len(rows) if args.budget_s else float("inf")
         try:
-            results.append(measure(judge, task_id, language, solutions[language].read_text(), steps))
+            results.append(measure(judge, task_id, language, solutions[language].read_text(), steps, deadline))
         except Exception as e:  # one row failing (a task this machine cannot run) leaves the others
             results.append({"task": task_id, "language": language, "error": f"{type(e).__name__}: {e}"})
         print(results[-1], file=sys.stderr, flush=True)
     floor = nvcc_floor(judge.device.arch)
     phases = sorted({n for r in results for n in r.get("phases_mean_s", {})})
-    table = [f"nvcc on an empty extern \"C\" file: {report.fmt(floor)} s. Steps per row: {steps} (p50/p90 exclude "
-             "the first); phases: mean seconds of the steps after the first.", "",
+    table = [f"nvcc on an empty extern \"C\" file: {report.fmt(floor)} s. Steps per row: up to {steps} (p50/p90 "
+             "exclude the first); phases: mean seconds of the steps after the first.", "",
              "| task | language | status | first (s) | p50 (s) | p90 (s) | " + " | ".join(phases) + " | kernel (ms) |",
              "|---|---|---|---|---|---|" + "---|" * len(phases) + "---|"]
     for r in results:
@@ -107,8 +124,8 @@ def main() -> None:
             table.append(f"| {r['task']} | {r['language']} | {r['error'][:80]} |")
             continue
         kernel = ", ".join(f"{k:.4g}" for k in r["kernel_ms"]) if r["kernel_ms"] else "-"
-        table.append(f"| {r['task']} | {r['language']} | {','.join(r['statuses'])} | {r['first_s']:.2f} | "
-                     f"{r['p50_s']:.2f} | {r['p90_s']:.2f} | "
+        table.append(f"| {r['task']} | {r['language']} ({r['steps']} steps) | {','.join(r['statuses'])} | "
+                     f"{r['first_s']:.2f} | {r['p50_s']:.2f} | {r['p90_s']:.2f} | "
                      + " | ".join(report.fmt(r["phases_mean_s"].get(n)) for n in phases) + f" | {kernel} |")
     report.write(args.out, "step_latency", {"device": judge.device.name, "nvcc_empty_s": floor, "rows": results},
                  table)
