@@ -101,3 +101,119 @@ def test_fast_p_counts_correct_and_fast():
     assert fast_p(results, 0) == 0.5 and fast_p(results, 1) == 0.25 and fast_p(results, 2) == 0.25
     assert SuiteResult(dict(enumerate(results))).metrics()["geomean_speedup"] == pytest.approx((2.5 * 0.5) ** 0.5)
     assert fast_p([result("ok")], 1) is None  # nothing timed: CPU mode has no speedups
+
+
+# -- error lines, pmpp_v2's layout, load_inline naming (CPU) -------------------------------------------------------
+
+GM_V2 = FIXTURES / "gpumode" / "problems_v2" / "relu_py"
+
+
+def test_prelude_keeps_every_line_of_the_source_where_it_was():
+    from kerneldojo.adapters.runtime import with_prelude
+
+    assert with_prelude("#!POPCORN x\nimport torch\n", "P") == "P  #!POPCORN x\nimport torch\n"
+    assert with_prelude("import torch\nx = 1\n", "P") == "P; import torch\nx = 1\n"
+    assert with_prelude("from __future__ import annotations\nimport torch\n", "P").splitlines()[1] == "P; import torch"
+    assert with_prelude("def f():\n    pass\n", "P") is None  # nothing at top level runs before the footer
+
+
+def test_gpumode_error_lines_are_the_submissions_own(judge):
+    result = gpumode.load(GM_PROBLEM).evaluate((GM_SOLUTIONS / "raises_on_line_7.py").read_text(), judge)
+    assert result.status == "runtime_error" and "submission.py, line 7, in custom_kernel" in result.messages[0]
+
+
+def test_gpumode_pmpp_v2_layout_with_an_output_buffer_in_data(judge, tmp_path):
+    problem = gpumode.load(GM_V2)
+    assert problem.reason is None, problem.reason
+    assert "def custom_kernel" in problem.task.folder.joinpath("starter_triton.py").read_text()  # ../template.py
+    assert problem.evaluate((GM_SOLUTIONS / "relu_v2.py").read_text(), judge).status == "ok"
+    wrong = (GM_SOLUTIONS / "relu_v2.py").read_text().replace("tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0)",
+                                                              "tl.load(x_ptr + offs, mask=mask)")
+    result = problem.evaluate(wrong, judge)
+    assert result.status == "wrong" and "differ from the reference" in result.messages[0]  # its utils' check
+    import shutil
+
+    shutil.copytree(GM_V2.parent, tmp_path / "suite")
+    task_yml = tmp_path / "suite" / "relu_py" / "task.yml"
+    task_yml.write_text(task_yml.read_text().replace('lang: "py"', 'lang: "cu"'))
+    assert "lang: 'cu'" in gpumode.load(task_yml.parent).reason
+
+
+def test_load_inline_extensions_are_named_by_their_content():
+    from kerneldojo.adapters import runtime
+
+    source = (KB_SOLUTIONS.parent / "solutions_gpu" / "1_relu_inline.py").read_text()
+    (call,) = runtime.load_inline_calls(source)
+    assert call["functions"] == ["relu_cuda"] and "__global__" in call["cuda_sources"]
+    (same,) = runtime.load_inline_calls(source.replace('name="relu"', 'name="my_other_name"'))
+    key = runtime.extension_key(call, "2.11", "12.8", "sm_90")
+    assert runtime.extension_key(same, "2.11", "12.8", "sm_90") == key  # one build for both solutions
+    assert runtime.extension_name(call, key) == f"kd_{key}"
+    other = [runtime.extension_key(call | {"extra_cuda_cflags": ["-O2"]}, "2.11", "12.8", "sm_90"),
+             runtime.extension_key(call, "2.12", "12.8", "sm_90"), runtime.extension_key(call, "2.11", "13.0", "sm_90"),
+             runtime.extension_key(call, "2.11", "12.8", "sm_100")]
+    assert key not in other and len(set(other)) == 4
+    bound = call | {"cpp_sources": "PYBIND11_MODULE(mine, m) {}"}
+    assert runtime.extension_name(bound, key) == "mine"  # a module name the library binds itself stays
+    problem = kernelbench.load(KB_LEVEL.parent / "level_gpu" / "1_relu.py", check_degenerate=False)
+    wrapped = problem.wrap(source)
+    assert wrapped.splitlines()[0].startswith(runtime.EXTENSION_PRELUDE)
+    assert wrapped.splitlines()[1:source.count("\n")] == source.splitlines()[1:]  # every line where it was
+
+
+# -- on a GPU: python3 -P -m pytest -m gpu tests/test_adapters.py -v -----------------------------------------------
+
+KB_GPU, KB_GPU_SOLUTIONS = FIXTURES / "kernelbench" / "level_gpu", FIXTURES / "kernelbench" / "solutions_gpu"
+
+
+@pytest.fixture(scope="module")
+def gpu_judge() -> Judge:
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    return Judge("cuda:0")
+
+
+@pytest.mark.gpu
+def test_gpu_kernelbench_triton_modelnew_reports_its_own_kernel_share(gpu_judge):
+    problem = kernelbench.load(KB_GPU / "1_relu.py")
+    result = problem.evaluate((KB_GPU_SOLUTIONS / "1_relu_triton.py").read_text(), gpu_judge)
+    print(result.status, result.speedup, result.kernel_coverage, result.messages)
+    assert result.status == "ok" and result.timed and result.speedup
+    assert result.kernel_coverage > 0.5 and any("own kernels" in m for m in result.messages)
+
+
+@pytest.mark.gpu
+def test_gpu_kernelbench_all_pytorch_modelnew_is_flagged(gpu_judge):
+    problem = kernelbench.load(KB_GPU / "1_relu.py")
+    result = problem.evaluate((KB_GPU_SOLUTIONS / "1_relu_torch.py").read_text(), gpu_judge)
+    print(result.status, result.kernel_coverage, result.messages)
+    assert result.status == "flagged" and "no_kernel" in result.checks_fired
+
+
+@pytest.mark.gpu
+def test_gpu_kernelbench_load_inline_modelnew_builds_and_its_kernel_counts_as_its_own(gpu_judge):
+    problem = kernelbench.load(KB_GPU / "1_relu.py")
+    source = (KB_GPU_SOLUTIONS / "1_relu_inline.py").read_text()
+    first = problem.evaluate(source, gpu_judge)
+    print("cold", first.status, first.phases, first.kernel_coverage, first.messages)
+    assert first.status == "ok" and first.kernel_coverage > 0.5, first.messages
+    second = problem.evaluate(source.replace('name="relu"', 'name="relu_again"'), gpu_judge)
+    print("again", second.status, second.phases, second.kernel_coverage)
+    assert second.status == "ok"
+
+
+@pytest.mark.gpu
+def test_gpu_suite_metrics_and_a_gpumode_submission(gpu_judge, tmp_path):
+    solutions = tmp_path / "solutions"
+    solutions.mkdir()
+    (solutions / "1_relu.py").write_text((KB_GPU_SOLUTIONS / "1_relu_triton.py").read_text())
+    suite = kernelbench.evaluate_folder(KB_GPU, solutions, gpu_judge)
+    print(suite.render())
+    metrics = suite.metrics()
+    assert metrics["fast_0"] == 1.0 and metrics["geomean_speedup"] is not None and metrics["fast_1"] is not None
+    for folder, file in ((GM_PROBLEM, GM_SOLUTIONS / "good.py"), (GM_V2, GM_SOLUTIONS / "relu_v2.py")):
+        result = gpumode.load(folder).evaluate(file.read_text(), gpu_judge)
+        print(folder.name, result.status, result.speedup, result.kernel_coverage)
+        assert result.status == "ok" and result.timed

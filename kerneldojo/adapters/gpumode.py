@@ -34,14 +34,17 @@ REFERENCE_FOOTER = """
 
 # ---- appended by kerneldojo.adapters.gpumode: the problem above as a kerneldojo reference ----
 _kd_staged.__exit__(None, None, None)
-make_inputs, reference, flops, bytes_moved, check = _kd_runtime.gpumode_reference(globals(), {form!r})
+make_inputs, reference, flops, bytes_moved, check = _kd_runtime.gpumode_reference(globals(), {form!r}, {buffers!r})
 """
-SUBMISSION_HEADER = ("import kerneldojo.adapters.runtime as _kd_runtime; _kd_runtime.provide_modules({modules!r})"
-                     "  # kerneldojo: the problem's helper files\n")
+# Run before the submission's first statement without moving its lines (`runtime.with_prelude`): the helper
+# files' sources are in the footer, which the prelude reads from the file.
+SUBMISSION_PRELUDE = "import kerneldojo.adapters.runtime as _kd_runtime; _kd_runtime.provide_appended_modules(__file__)"
 SUBMISSION_FOOTER = """
 
 # ---- appended by kerneldojo.adapters.gpumode: custom_kernel(data) as solution(*tensors) ----
-solution = _kd_runtime.gpumode_solution(globals(), {form!r})
+_kd_modules = {modules!r}
+import kerneldojo.adapters.runtime as _kd_runtime  # noqa: E402
+solution = _kd_runtime.gpumode_solution(globals(), {form!r}, {buffers!r})
 """
 
 
@@ -116,10 +119,13 @@ def _adapt(problem: Problem, folder: Path) -> None:
         raise _Unsupported(f"generate_input returns a {type(data).__name__} holding more than tensors; kerneldojo "
                            "passes tensors only")
     outputs = out if isinstance(out, (tuple, list)) else (out,)
-    if any(any(o is t for t in inputs) for o in outputs):
-        raise _Unsupported("ref_kernel writes its output into a buffer of `data`; kerneldojo requires inputs "
-                           "left unchanged")
-    dtype = next((str(t.dtype).removeprefix("torch.") for t in inputs if t.is_floating_point()), "float32")
+    # pmpp_v2's form: `data` carries the output buffer that ref_kernel fills and returns. The worker gets its
+    # shape and dtype alone (`runtime.buffer_descriptor`) and custom_kernel a fresh buffer: inputs stay unchanged.
+    buffers = {i: str(t.dtype).removeprefix("torch.") for i, t in enumerate(inputs) if any(o is t for o in outputs)}
+    if len(buffers) == len(inputs):
+        raise _Unsupported("every tensor of `data` is an output buffer ref_kernel writes; there is no input")
+    dtype = next((str(t.dtype).removeprefix("torch.") for i, t in enumerate(inputs)
+                  if t.is_floating_point() and i not in buffers), "float32")
     dtype = dtype if dtype in TOLERANCE else "float32"
     names = [n.removesuffix(".py") for n in helpers if n.endswith(".py")]
     spec = {
@@ -134,14 +140,18 @@ def _adapt(problem: Problem, folder: Path) -> None:
         "aligned_sizes": sorted({k for s in sizes for k in s}), "allowed": _all_ops(),
         "tolerance": {dtype: {"atol": TOLERANCE[dtype], "rtol": TOLERANCE[dtype]}},
     }
+    if (lang := config.get("lang", "py")) != "py":
+        raise _Unsupported(f"task.yml says lang: {lang!r}; kerneldojo runs GPU MODE's Python problems (lang: py) "
+                           "only: submit CUDA through load_inline in a Python submission")
     reference = (REFERENCE_HEADER.format(names=names) + (folder / "reference.py").read_text()
-                 + REFERENCE_FOOTER.format(form=form))
+                 + REFERENCE_FOOTER.format(form=form, buffers=buffers))
     template = next((folder / t for t in (config.get("templates") or {}).values() if (folder / t).is_file()), None)
     starter = template.read_text() if template else "def custom_kernel(data):\n    raise NotImplementedError\n"
     problem.task = write_task(spec, {**helpers, "reference.py": reference, "starter_triton.py": starter})
     modules = {n.removesuffix(".py"): text for n, text in helpers.items() if n.endswith(".py")}
-    problem.wrap = lambda source: (SUBMISSION_HEADER.format(modules=modules) + source
-                                   + SUBMISSION_FOOTER.format(form=form))
+    footer = SUBMISSION_FOOTER.format(modules=modules, form=form, buffers=buffers)
+    problem.wrap = lambda source: (runtime.with_prelude(source, SUBMISSION_PRELUDE)
+                                   or f"{source}\n{SUBMISSION_PRELUDE}") + footer
     problem.notes.append(f"CPU mode: the reference's 'cuda' tensors made on the CPU, at the smallest test {smallest}")
 
 

@@ -115,6 +115,13 @@ def _skip(source: str, mode: str) -> str | None:
     return None
 
 
+def _named_extensions(source: str) -> str:
+    """A load_inline solution with a prelude that names its extensions by content (`runtime.extension_name`)."""
+    if "load_inline" not in source:
+        return source
+    return runtime.with_prelude(source, runtime.EXTENSION_PRELUDE) or f"{runtime.EXTENSION_PRELUDE}\n{source}"
+
+
 def _adapt(problem: Problem, text: str) -> None:
     ns = _exec(problem.path)
     missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not callable(ns.get(n))]
@@ -145,7 +152,7 @@ def _adapt(problem: Problem, text: str) -> None:
     reference = text + REFERENCE_FOOTER.format(sizes=sizes, seed=INIT_SEED)
     starter = f"{text}\n\nclass ModelNew(Model):  # a correct start, the reference: replace with kernels\n    pass\n"
     problem.task = write_task(spec, {"reference.py": reference, "starter_triton.py": starter})
-    problem.wrap = lambda source: source + FOOTER.format(sizes=sizes, init=init, seed=INIT_SEED)
+    problem.wrap = lambda source: _named_extensions(source) + FOOTER.format(sizes=sizes, init=init, seed=INIT_SEED)
     if small != full:
         changed = ", ".join(f"{k} {full[k]}->{small[k]}" for k in sizes if small[k] != full[k])
         problem.notes.append(f"CPU mode: run at reduced sizes ({changed}); the GPU runs the problem's own sizes")

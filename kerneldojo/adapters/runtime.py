@@ -11,6 +11,11 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+import hashlib
+import inspect
+import json
+import os
+import re
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -20,6 +25,39 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 APPENDED = "# ---- appended by kerneldojo"  # where a generated file's own lines start
+
+
+def with_prelude(source: str, prelude: str) -> str:
+    """`source` with the one-line `prelude` run before its first top-level import or simple statement, on a line
+    of its own only where the source has a blank or comment line there (else joined to that statement's line
+    with `;`): either way every line of the source keeps its number, so a traceback names the user's own line
+    (Triton also reads kernels back from the file by line). After `from __future__` imports, which must come
+    first. A source of compound statements alone (`def`, `class`) has nowhere to put it: None."""
+    lines = source.splitlines()
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return None
+    start = 0  # lines[:start] are taken (future imports)
+    for node in body:
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            start = node.end_lineno
+            continue
+        free = [i for i in range(start, first) if not lines[i].strip() or lines[i].lstrip().startswith("#")]
+        if free:
+            i = free[0]
+            lines[i] = prelude + (f"  {lines[i].strip()}" if lines[i].strip() else "")
+            return "\n".join(lines) + "\n"
+        if not isinstance(node, _COMPOUND) and first == node.lineno - 1:
+            lines[first] = f"{prelude}; {lines[first]}"
+            return "\n".join(lines) + "\n"
+        start = node.end_lineno
+    return None
+
+
+_COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While, ast.With,
+             ast.AsyncWith, ast.Try, ast.Match, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
 
 
 def size_constants(source: str) -> dict[str, int]:
@@ -147,29 +185,114 @@ def kernelbench_solution(ns: dict, sizes: list[str], init_inputs: dict, init_see
     return solution
 
 
+# -- load_inline CUDA solutions ----------------------------------------------------------------------
+
+EXTENSION_PRELUDE = "import kerneldojo.adapters.runtime as _kd_runtime; _kd_runtime.name_extensions_by_content()"
+# load_inline's arguments that do not change the binary.
+_NOT_BUILD_INPUTS = {"name", "verbose", "build_directory", "keep_intermediates"}
+
+
+def extension_key(arguments: dict, torch_version: str, cuda_version: str | None, arch: str) -> str:
+    """What a load_inline build's binary depends on: its sources, functions and flags, torch's and CUDA's
+    versions and the GPU's arch. Equal keys, equal extensions."""
+    inputs = {k: v for k, v in sorted(arguments.items()) if k not in _NOT_BUILD_INPUTS and v is not None}
+    text = json.dumps([inputs, torch_version, cuda_version, arch], sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def extension_name(arguments: dict, key: str) -> str:
+    """The name the extension is built under: `kd_<key>` (torch's extension cache and Python's modules are
+    keyed by name, so two different sources under one name would meet), unless the sources bind a module
+    name of their own (`PYBIND11_MODULE(my_ext, m)`), which the built library must keep."""
+    sources = " ".join(s for v in (arguments.get("cpp_sources"), arguments.get("cuda_sources"))
+                       for s in ([v] if isinstance(v, str) else v or []))
+    own = re.search(r"PYBIND11_MODULE\(\s*(\w+)", sources)
+    return own[1] if own and own[1] != "TORCH_EXTENSION_NAME" else f"kd_{key}"
+
+
+def load_inline_calls(source: str) -> list[dict]:
+    """The load_inline calls of a solution's text, read without running it: each call's arguments where every
+    one is a literal or a module-level name bound to one (KernelBench's form); calls built at run time are
+    left out (they build uncached, in the worker)."""
+    tree = ast.parse(source)
+    names = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
+             for t in node.targets if isinstance(t, ast.Name)}
+    params = list(inspect.signature(_load_inline()).parameters)
+    calls = []
+    for node in ast.walk(tree):
+        func = getattr(node, "func", None)
+        if not isinstance(node, ast.Call) or getattr(func, "attr", getattr(func, "id", None)) != "load_inline":
+            continue
+        try:
+            arguments = dict(zip(params, (_literal(a, names) for a in node.args)))
+            arguments |= {k.arg: _literal(k.value, names) for k in node.keywords}
+        except ValueError:
+            continue
+        calls.append(arguments)
+    return calls
+
+
+def _literal(node: ast.expr, names: dict):
+    if isinstance(node, ast.Name) and node.id in names:
+        node = names[node.id]
+    return ast.literal_eval(node)
+
+
+def _load_inline():
+    from torch.utils import cpp_extension
+
+    return getattr(cpp_extension.load_inline, "__wrapped__", cpp_extension.load_inline)
+
+
+def device_arch() -> str:
+    if torch.cuda.is_available():
+        return "sm_{}{}".format(*torch.cuda.get_device_capability())
+    return os.environ.get("TORCH_CUDA_ARCH_LIST", "none")
+
+
+def name_extensions_by_content() -> None:
+    """A solution's prelude, in the worker: its load_inline extensions are named by their content
+    (`extension_name`), whatever name it gives them. The build itself is torch's, in this (confined) worker."""
+    from torch.utils import cpp_extension
+
+    original = _load_inline()
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def load_inline(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        key = extension_key(bound.arguments, torch.__version__, torch.version.cuda, device_arch())
+        bound.arguments["name"] = extension_name(bound.arguments, key)
+        return original(*bound.args, **bound.kwargs)
+
+    cpp_extension.load_inline = load_inline
+
+
 # -- GPU MODE reference-kernels --------------------------------------------------------------------
 
 
-def gpumode_reference(ns: dict, form: str) -> tuple[Callable, ...]:
+def gpumode_reference(ns: dict, form: str, buffers: dict[int, str]) -> tuple[Callable, ...]:
     """make_inputs, reference, flops, bytes_moved and check of a reference-kernels problem module `ns`.
 
     `generate_input(**sizes, seed=...)` makes `data` (one tensor, or a tuple or list of them: `form`),
-    whose tensors are the task's inputs; `check(inputs, outputs, shape)` is the problem's own
-    `check_implementation`, returning what is wrong ("" or None when nothing is). Its code names
-    "cuda": on a CPU-only judge it runs on the CPU (`cuda_on_cpu`)."""
+    whose tensors are the task's inputs, but for the output buffers ref_kernel fills (`buffers`, index ->
+    dtype: pmpp_v2's form), which the worker gets as their shape alone (`buffer_descriptor`). `check(inputs,
+    outputs, shape)` is the problem's own `check_implementation`, returning what is wrong ("" or None when
+    nothing is). Its code names "cuda": on a CPU-only judge it runs on the CPU (`cuda_on_cpu`)."""
 
     def make_inputs(shape: dict, seed: int, device) -> tuple:
         kwargs = {k: v for k, v in shape.items() if k != "dtype"}
         with on_device(device):
             data = ns["generate_input"](**kwargs, seed=seed)
-        return tuple(t.to(device) for t in ((data,) if form == "tensor" else data))
+        tensors = (data,) if form == "tensor" else data
+        return tuple(buffer_descriptor(t) if i in buffers else t.to(device) for i, t in enumerate(tensors))
 
     def reference(*inputs):
         with on_device(inputs[0].device):
-            return ns["ref_kernel"](pack(inputs, form))
+            return ns["ref_kernel"](pack(with_buffers(inputs, buffers), form))
 
     def check(inputs: tuple, outputs: tuple, shape: dict) -> str | None:
-        data = pack(tuple(t.clone() for t in inputs), form)
+        data = pack(with_buffers(tuple(t.clone() for t in inputs), buffers), form)
         with on_device(inputs[0].device):
             verdict = ns["check_implementation"](data, outputs[0] if len(outputs) == 1 else outputs)
         good, why = verdict if isinstance(verdict, tuple) else (not verdict, verdict)
@@ -181,11 +304,35 @@ def gpumode_reference(ns: dict, form: str) -> tuple[Callable, ...]:
     return make_inputs, reference, lambda shape: 0, bytes_moved, check
 
 
-def gpumode_solution(ns: dict, form: str) -> Callable:
-    """`solution(*tensors)` over a submission's `custom_kernel(data)`."""
+def buffer_descriptor(buffer: torch.Tensor) -> torch.Tensor:
+    """An output buffer of `data` as the worker gets it: its shape, as int64 (its dtype is the task's)."""
+    return torch.tensor(buffer.shape, dtype=torch.int64, device=buffer.device)
+
+
+def with_buffers(tensors: tuple, buffers: dict[int, str]) -> tuple:
+    """`data`'s tensors with a fresh, NaN-filled (where the dtype has NaN) buffer for each descriptor."""
+    def fresh(descriptor: torch.Tensor, dtype: str) -> torch.Tensor:
+        buffer = torch.empty(descriptor.tolist(), dtype=getattr(torch, dtype), device=descriptor.device)
+        return buffer.fill_(float("nan")) if buffer.is_floating_point() else buffer
+
+    return tuple(fresh(t, buffers[i]) if i in buffers else t for i, t in enumerate(tensors))
+
+
+def gpumode_solution(ns: dict, form: str, buffers: dict[int, str]) -> Callable:
+    """`solution(*tensors)` over a submission's `custom_kernel(data)`, with fresh output buffers."""
     if not callable(ns.get("custom_kernel")):
         raise ImportError("a GPU MODE submission must define `custom_kernel(data)`")
-    return lambda *tensors: ns["custom_kernel"](pack(tensors, form))
+    return lambda *tensors: ns["custom_kernel"](pack(with_buffers(tensors, buffers), form))
+
+
+def provide_appended_modules(file: str) -> None:
+    """A submission's prelude: the problem's helper files, which its footer holds as `_kd_modules`, become
+    importable by their names (`from task import input_t`) before its own first statement runs."""
+    appended = Path(file).read_text().split(APPENDED)[-1].partition("\n")[2]  # after the marker's own line
+    for node in ast.parse(appended).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "_kd_modules":
+            provide_modules(ast.literal_eval(node.value))
+            return
 
 
 def pack(tensors: tuple, form: str):

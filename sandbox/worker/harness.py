@@ -245,6 +245,8 @@ class Solution:
         names = triton_kernel_names(self._module_name) if self._module_name else set()
         for library in self.build.libraries.values():
             names |= native_kernel_names(library)
+        for library in _extensions_built_here():  # load_inline's (a KernelBench solution's)
+            names |= native_kernel_names(library)
         return names
 
     def ncu(self, shape: dict, output_specs: list, calls: int, limit_s: float) -> str:
@@ -346,6 +348,14 @@ class Solution:
         lines = [f"  submission.py, line {f.lineno}, in {f.name}\n    {f.line}" for f in frames[-5:]]
         message = str(error).replace(path, "submission.py").strip()
         return "\n".join([*lines, f"{type(error).__name__}: {message}"])
+
+
+def _extensions_built_here() -> list[str]:
+    """The compiled extension modules loaded from outside the Python installation: those the submission built
+    (torch's load_inline builds in this worker's scratch folder); their kernels are its own."""
+    installed = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix, *(p for p in sys.path if "-packages" in p)})
+    files = (getattr(m, "__file__", None) or "" for m in list(sys.modules.values()))
+    return sorted({f for f in files if f.endswith(".so") and not f.startswith(installed)})
 
 
 def _next_seed(seed: int) -> int:
