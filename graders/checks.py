@@ -24,6 +24,8 @@ MESSAGES = {
     "unsynchronized_stream": "{detail}: work on another stream was not joined to the caller's stream before "
     "returning; make the caller's stream wait for it (an event, or synchronize)",
     "timing_channel": "{detail}; the worker's replies were out of order, as when a submission forges one",
+    "evidence_wrong": "replayed under Nsight Compute, {detail}; a kernel must behave the same whoever watches",
+    "time_disagrees": "{detail}; the timing the worker reported cannot be right (a patched or hijacked timer?)",
 }
 
 

@@ -58,30 +58,59 @@ _SCALE = {"": 1.0, "%": 1.0, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1
           "register/thread": 1.0, "block": 1.0, "warp": 1.0, "thread": 1.0, "inst": 1.0, "cycle": 1.0}
 
 
-def ncu_command(ncu: str, target: list[str], kernel_regex: str | None = None, launch_count: int = 64) -> list[str]:
-    """Profile every kernel `target` launches (or those matching `kernel_regex`), at most `launch_count`."""
+def ncu_command(ncu: str, target: list[str], kernel_regex: str | None = None, launch_count: int | None = 64,
+                metrics: tuple[str, ...] = METRICS, from_start: bool = True) -> list[str]:
+    """Profile every kernel `target` launches (or those matching `kernel_regex`), at most `launch_count` (None:
+    all). `from_start=False` waits for the target's cudaProfilerStart (the feedback replay skips its JIT call);
+    the evidence pass profiles from the start, since a submission could toggle the range to hide kernels."""
     command = [ncu, "--csv", "--page", "raw", "--print-units", "base", "--clock-control", "none",
-               "--cache-control", "all", "--launch-count", str(launch_count), "--metrics", ",".join(METRICS)]
+               "--cache-control", "all", "--profile-from-start", "on" if from_start else "off",
+               "--metrics", ",".join(metrics)]
+    if launch_count is not None:
+        command += ["--launch-count", str(launch_count)]
     if kernel_regex:
         command += ["--kernel-name", f"regex:{kernel_regex}"]
     return [*command, *target]
+
+
+def find_ncu() -> str | None:
+    """ncu's path: on PATH, in the CUDA toolkit, or under /opt/nvidia/nsight-compute; None where there is none."""
+    from pathlib import Path
+
+    from kerneldojo.sandbox.device import cuda_tool
+
+    found = cuda_tool("ncu") or next(iter(sorted(Path("/opt/nvidia/nsight-compute").glob("*/ncu"))), None)
+    return str(found) if found else None
 
 
 class NcuError(Exception):
     """ncu refused or failed; the message is its own (`==ERROR==` lines), e.g. no permission for the counters."""
 
 
-def parse_ncu_csv(text: str) -> list[dict[str, float | str]]:
+class NcuReportAltered(NcuError):
+    """`strict` parsing found table rows that ncu did not write: a second table, rows before the real one,
+    or a launch ID twice (the profiled program wrote into ncu's output)."""
+
+
+def parse_ncu_csv(text: str, strict: bool = False) -> list[dict[str, float | str]]:
     """One dict per profiled launch, in launch order, from ncu's `--csv --page raw` output: "Kernel Name",
     "ID" and every metric as a float in the base unit (ms for durations, bytes, %). Lines that are not
-    the table (`==PROF==` messages, the program's own output) are skipped; `==ERROR==` lines raise."""
+    the table (`==PROF==` messages, the program's own output) are skipped; `==ERROR==` lines raise.
+
+    `strict` (the evidence pass, whose program's own output goes elsewhere): ncu prints one table, last;
+    any table-like line before its header, or a launch ID seen twice, raises NcuReportAltered."""
     errors = [line for line in text.splitlines() if line.startswith("==ERROR==")]
     lines = [line for line in text.splitlines() if line.startswith('"')]
-    header_at = next((i for i, line in enumerate(lines) if '"Kernel Name"' in line), None)
-    if header_at is None:
+    headers = [i for i, line in enumerate(lines) if '"Kernel Name"' in line]
+    if not headers:
         if errors:
             raise NcuError("\n".join(errors[:5]))
+        if strict and lines:
+            raise NcuReportAltered(f"{len(lines)} table-like line(s) and no header")
         return []
+    header_at = headers[-1] if strict else headers[0]
+    if strict and header_at:
+        raise NcuReportAltered(f"{header_at} table-like line(s) before the last table's header")
     rows = list(csv.reader(lines[header_at:]))
     header, body = rows[0], rows[1:]
     units = dict.fromkeys(header, "")
@@ -97,6 +126,8 @@ def parse_ncu_csv(text: str) -> list[dict[str, float | str]]:
                 if value is not None:
                     launch[name] = value * _SCALE.get(units.get(name, "").strip(), 1.0)
         launches.append(launch)
+    if strict and len({launch["ID"] for launch in launches}) != len(launches):
+        raise NcuReportAltered("a launch ID appears twice")
     return sorted(launches, key=lambda launch: launch["ID"])
 
 

@@ -41,16 +41,27 @@ from kerneldojo.graders.correctness import (
     check_outputs,
     poisoned_like,
 )  # fmt: skip
-from kerneldojo.graders.ncu import parse_ncu_csv, summarise
+from kerneldojo.graders.evidence import (
+    MIN_OWN_SHARE,
+    REPLAY_CALLS,
+    OwnKernels,
+    check_own_names,
+    decide,
+    figures,
+    outputs_from_bytes,
+    triton_kernel_names,
+)  # fmt: skip
+from kerneldojo.graders.ncu import NcuError, NcuReportAltered, parse_ncu_csv, summarise
+from kerneldojo.graders.profile import native_kernel_names
 from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.graders.roofline import datasheet_peaks, floor_ms, measured_peaks
 from kerneldojo.graders.timing import POOL_SETS, gpu_state, pool_size, time_calls
-from kerneldojo.result import CaseTiming, EvalResult, NcuProfile, ProfileStats, TimeStats, Versions
+from kerneldojo.result import CaseTiming, EvalResult, Evidence, NcuProfile, ProfileStats, TimeStats, Versions
 from kerneldojo.sandbox.backends import BACKENDS, check_isolation
 from kerneldojo.sandbox.device import Device, resolve_device, synchronize
 from kerneldojo.sandbox.docker import DockerConfig
 from kerneldojo.sandbox.peers import CollectiveSolution, Unavailable, rank_devices, time_nccl_all_reduce
-from kerneldojo.sandbox.process import WorkerSolution, time_reference_in_worker
+from kerneldojo.sandbox.process import WorkerSolution, evidence_in_worker, time_reference_in_worker
 from kerneldojo.sandbox.protocol import (
     LIMITS_S,
     CompileError,
@@ -58,6 +69,7 @@ from kerneldojo.sandbox.protocol import (
     SubmissionHandle,
     SubmissionTimeout,
     TimedRuns,
+    capped,
 )  # fmt: skip
 from kerneldojo.tasks import Case, Task, get_task, task_content_hash
 from kerneldojo.version import PROTOCOL_VERSION, __version__
@@ -71,8 +83,6 @@ FLOOR_SLACK = 0.5
 # The profile's busy time per call (no L2 flush, so if anything shorter) over the event median beyond
 # this means work ran outside the timed stream's window: a side stream left unjoined.
 UNSYNCED_SLACK = 1.25
-# Below this share of GPU time in the submission's own kernels, something else did the work.
-MIN_OWN_SHARE = 0.1
 # A run's time limit, per device mode: max(floor s, multiplier × the reference's slowest call at the checked
 # shapes). On a GPU 50× eager is far beyond any honest kernel. In CPU mode Triton runs in its interpreter,
 # which executes every program instance in Python, orders of magnitude slower than torch's CPU reference,
@@ -101,6 +111,7 @@ class Judge:
         reference_cache: str | Path | None = "default",
         profile: bool = False,
         result_cache: str | Path | None = "default",
+        evidence: str | None = None,
     ):
         check_isolation(isolation)
         self.device: Device = resolve_device(device)
@@ -110,6 +121,12 @@ class Judge:
         self.timing_budget_s = timing_budget_s
         self.timed = timed and self.device.mode == "gpu"
         self.profile = profile  # Nsight Compute feedback (`result.ncu`): feedback only, never in the verdict
+        # The evidence pass (`graders.evidence`): "always" replays one bench case per timed step under Nsight
+        # Compute in a fresh worker (a worker start and an ncu run per step), "off" trusts the worker's figures.
+        self.evidence = evidence or os.environ.get("KERNELDOJO_EVIDENCE") or "always"
+        if self.evidence not in EVIDENCE_MODES:
+            raise ValueError(f"evidence must be one of {', '.join(EVIDENCE_MODES)} (or KERNELDOJO_EVIDENCE), "
+                             f"not {self.evidence!r}")
         self.isolation = isolation
         self.limits = limits  # wall-clock seconds per worker request: load, run, time
         self.docker = docker  # isolation='docker': image, runtime, limits (default: DockerConfig())
@@ -176,7 +193,8 @@ class Judge:
     def _result_key(self, task: Task, language: str, source: str) -> str:
         """Everything that decides a verdict: the task's files, the source, the device, the software, the
         protocol, and this judge's settings that change what is measured."""
-        settings = [self.seeds, self.timed, self.isolation, self.time_compiled_reference, self.timing_budget_s]
+        settings = [self.seeds, self.timed, self.isolation, self.time_compiled_reference, self.timing_budget_s,
+                    *([self.evidence] if self.timed else [])]
         parts = [task.id, task_content_hash(task.folder), language, hashlib.sha256(source.encode()).hexdigest(),
                  self.device.name, self.device.mode, versions().model_dump_json(), str(PROTOCOL_VERSION),
                  json.dumps(settings)]  # fmt: skip
@@ -188,6 +206,7 @@ class Judge:
         with _phase(result, "compile"):
             build = compile_submission(task, source, language, self.device.arch)
         result.compile_s = result.phases["compile"]
+        own = self._own_kernels(build, source, language)  # refuses own kernels named like a vendor's
         if build.libraries and self.device.mode == "cpu":
             result.status = "compiled"
             result.messages.append(native_checks_note(self.device.arch))
@@ -226,8 +245,80 @@ class Judge:
                 self._ncu(task, solution, result)
         finally:
             solution.close()
+        if self.timed and self.evidence == "always":  # the worker is gone: nothing of it runs beside the replay
+            self._evidence(task, build, own, result)
         if self.device.mode == "cpu":
             result.messages.append(CPU_MODE_NOTE)
+
+    def _own_kernels(self, build, source: str, language: str) -> OwnKernels:
+        """The submission's own kernel names, computed here, never by the worker: Triton's from the source's
+        syntax, CUDA/CuTe's from the built library (GPU only: cuobjdump). Vendor-like names are refused."""
+        own = OwnKernels(triton=triton_kernel_names(source) if language in ("triton", "python") else set())
+        if self.device.mode == "gpu":
+            for library in build.libraries.values():
+                own.native |= native_kernel_names(library)
+        check_own_names(own.triton | own.native)
+        return own
+
+    def _evidence(self, task: Task, build, own: OwnKernels, result: EvalResult) -> None:
+        """The evidence pass: a bench case drawn at random, replayed under Nsight Compute by a fresh worker, and
+        checked here against what the worker claimed (`graders.evidence`). Flags raise `Flagged`; a pass that
+        cannot be made (no ncu, no counters, another backend) says why in `result.evidence.note`."""
+        case = secrets.choice(task.cases("bench"))
+        timing = next(t for t in result.timings if t.case == str(case))
+        claimed = max(timing.submission.median_ms, timing.profile.kernel_ms if timing.profile else 0.0)
+        result.evidence = Evidence(case=str(case), claimed_ms=claimed)
+        with _phase(result, "evidence"):
+            fired = self._gather_evidence(task, build, own, case, claimed, result.evidence)
+        if fired:
+            raise Flagged(fired)
+
+    def _gather_evidence(self, task: Task, build, own: OwnKernels, case: Case, claimed_ms: float,
+                         evidence: Evidence) -> dict[str, str]:
+        if self.isolation != "process" or task.spec.distributed:
+            which = "distributed tasks" if task.spec.distributed else f"isolation={self.isolation!r}"
+            evidence.note = f"no evidence pass for {which} yet: the GPU figures are the worker's"
+            return {}
+        seeds = [secrets.randbits(31) for _ in range(REPLAY_CALLS)]
+        # The inputs the replay makes on the host, moved here as there (by value: the same bytes).
+        sets = [tuple(t.to(self.device.torch_device) for t in task.reference.make_inputs(case.shape, seed, "cpu"))
+                for seed in seeds]
+        expected = [task.expected(*inputs, shape=case.shape) for inputs in sets]
+        specs = [(tuple(t.shape), t.dtype) for t in expected[0]]
+        reply = evidence_in_worker(self.device, task, build, case.shape, seeds, specs, self.limits)
+        if "unavailable" in reply:
+            evidence.note = f"no evidence pass: {capped(reply['unavailable'])}; the GPU figures are the worker's"
+            return {}
+        if "timeout" in reply:
+            raise SubmissionTimeout(capped(reply["timeout"]))
+        wrong = functools.partial(message, "evidence_wrong")
+        try:
+            got = outputs_from_bytes(reply.get("outputs"), specs, self.device.torch_device)
+        except ValueError as e:
+            return {"evidence_wrong": wrong(f"the replay's outputs were malformed ({e})")}
+        if problems := reply.get("problems"):
+            tail = capped(reply.get("stderr", ""))[-1500:]
+            return {"evidence_wrong": wrong(f"the replay wrote no outputs ({capped(problems)[:500]}); ncu said:\n"
+                                            f"{tail}")}
+        for k, (inputs, outputs, want) in enumerate(zip(sets, got, expected)):
+            try:
+                _compare(task, case, inputs, outputs, want, f"{case}, call {k + 1} of {len(sets)}")
+            except WrongOutput as e:
+                return {"evidence_wrong": wrong(f"the outputs were wrong: {e}")}
+        try:
+            launches = parse_ncu_csv(reply.get("csv", ""), strict=True)
+        except NcuReportAltered as e:
+            return {"evidence_wrong": wrong(f"Nsight Compute's report was altered ({e})")}
+        except NcuError as e:  # ncu's own failure (no access to the counters): the outputs were right
+            evidence.note = f"no evidence pass: ncu failed: {capped(str(e))[:1000]}; the GPU figures are the worker's"
+            return {}
+        except (ValueError, IndexError) as e:
+            return {"evidence_wrong": wrong(f"Nsight Compute's report was not its table ({type(e).__name__})")}
+        found = figures(launches, own)
+        evidence.launches, evidence.kernel_ms, evidence.own_share = found.launches, found.kernel_ms, found.own_share
+        evidence.kernels = [name[:200] for name in found.names[:20]]
+        return decide(found, claimed_ms, str(case), vendor_forbidden=not LIBRARY_OPS & task.allowed_ops,
+                      decoy_forbidden=not task.allowed_ops >= LIBRARY_OPS)
 
     def _limits_for(self, task: Task) -> dict[str, float]:
         """The worker's limits for this task: a run's limit follows from the reference's own time (`run_limit_s`)
@@ -426,6 +517,8 @@ class Judge:
     def _time_calls(self, calls) -> TimeStats:
         return time_calls(calls, self.device.torch_device, self.device.l2_bytes, budget_s=self.timing_budget_s)
 
+
+EVIDENCE_MODES = ("always", "off")
 
 # Stored verdicts: those the submission alone decides. A timeout or a runtime error can come from the machine
 # (another process holding the GPU or the memory, a loaded host, a worker killed from outside), "skipped"

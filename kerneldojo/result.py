@@ -133,6 +133,20 @@ class NcuProfile(BaseModel):
     note: str | None = Field(None, description="why there is no profile, when there is none")
 
 
+class Evidence(BaseModel):
+    """The evidence pass (issue 13): a bench case replayed under Nsight Compute by a worker that never loaded the
+    submission, checked by the judge (`graders.evidence`)."""
+
+    case: str | None = None
+    launches: int = 0
+    kernel_ms: float | None = Field(None, description="ncu's lower bound on one call's GPU work (per name, shortest)")
+    claimed_ms: float | None = Field(None, description="the worker's figure it was checked against")
+    own_share: float | None = None
+    kernels: list[str] = Field([], description="the kernel names ncu saw (at most 20)")
+    note: str | None = Field(None, description="why the pass decided nothing (no ncu, no counters): then the GPU's "
+                             "evidence is the worker's")
+
+
 class Versions(BaseModel):
     kerneldojo: str
     python: str
@@ -154,6 +168,7 @@ PHASES: dict[str, str] = {
     "profile": "the profiled calls after the timing (own-kernel share, vendor kernels, streams)",
     "ncu": "the Nsight Compute replay, when feedback='profile' asks for it",
     "recheck": "checking the timed runs' last outputs against the reference",
+    "evidence": "a fresh worker replaying one bench case under Nsight Compute (the evidence pass, GPU only)",
 }
 
 
@@ -180,6 +195,7 @@ class EvalResult(BaseModel):
     wall_s: float = 0.0
     phases: dict[str, float] = Field({}, description="seconds per phase of the evaluation: see `PHASES`")
     ncu: NcuProfile | None = Field(None, description="Nsight Compute feedback when asked for; not in the verdict")
+    evidence: Evidence | None = Field(None, description="the evidence pass's figures, or why it decided nothing")
     reused: bool = Field(False, description="answered from the result cache: an identical earlier evaluation")
     versions: Versions
     reward: float = 0.0

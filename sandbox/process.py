@@ -176,6 +176,24 @@ def time_reference_in_worker(device: Device, task: Task | str, shape: dict, kind
     return stats
 
 
+def evidence_in_worker(device: Device, task: Task, build: Build, shape: dict, seeds: list[int], output_specs: list,
+                       limits: dict[str, float] | None = None) -> dict:
+    """Nsight Compute's record of a replay of `build` at `shape`, one call per seed, gathered by a fresh worker that
+    never loads the submission (`worker.evidence_replay`): {"csv", "outputs", "problems", "returncode"}, or
+    {"unavailable": why} / {"timeout": why}. `graders.evidence` reads it; nothing here trusts it."""
+    limits = {**LIMITS_S, **(limits or {})}
+    worker = _take_worker(device, limits)
+    try:
+        cap = reply_cap(len(seeds) * _nbytes(output_specs) + (4 << 20))  # the outputs and ncu's capped CSV
+        reply = worker.call("evidence", (task_ref(task), build, dict(shape), list(seeds), output_specs,
+                                         limits["evidence"] - 10), limits["evidence"], cap)
+    finally:
+        worker.stop()
+    if not isinstance(reply, dict):
+        raise SubmissionError(f"the evidence reply was a {type(reply).__name__}")
+    return reply
+
+
 class _Worker:
     def __init__(self, device: Device, limits: dict | None = None):
         ctx = mp.get_context("spawn")

@@ -253,10 +253,9 @@ class Solution:
         """Nsight Compute's CSV for `calls` calls at `shape`, from a replay in a child process (so under this
         worker's confinement; ncu needs the GPU's performance counters open to non-admin users). Feedback
         only: the judge parses it and never scores it. Raises SubmissionError when ncu cannot run."""
-        from kerneldojo.graders.ncu import ncu_command
-        from kerneldojo.sandbox.device import cuda_tool
+        from kerneldojo.graders.ncu import find_ncu, ncu_command
 
-        ncu = cuda_tool("ncu") or next(iter(sorted(Path("/opt/nvidia/nsight-compute").glob("*/ncu"))), None)
+        ncu = find_ncu()
         if ncu is None:
             raise SubmissionError("no profile: ncu (Nsight Compute) not found on PATH or in the CUDA toolkit")
         folder = Path(tempfile.mkdtemp(prefix="ncu-"))
@@ -266,8 +265,7 @@ class Solution:
                 "outputs": [[list(size), str(dtype).removeprefix("torch.")] for size, dtype in output_specs]}
         (folder / "spec.json").write_text(json.dumps(spec))
         target = [sys.executable, "-m", "kerneldojo.sandbox.worker.ncu_replay", str(folder / "spec.json")]
-        command = ncu_command(str(ncu), target)
-        command[1:1] = ["--profile-from-start", "off"]
+        command = ncu_command(ncu, target, from_start=False)
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=limit_s, cwd=folder)
         except subprocess.TimeoutExpired:

@@ -130,6 +130,15 @@ class _Session:
     def op_join(self, rank: int, memory) -> None:
         self.solution.join(rank, memory)
 
+    def op_evidence(self, *args) -> dict:
+        """Nsight Compute on a replay of the submission in a child (`evidence_replay.gather`): this process never
+        loads it, so nothing that reads ncu's output here is submission code."""
+        if self.solution is not None:
+            raise SubmissionError("evidence is gathered only by a worker that has loaded no submission")
+        from .evidence_replay import gather
+
+        return gather(*args, device=self.device_spec)
+
     def op_time_reference(self, *args) -> TimeStats:
         if self.solution is not None:  # a clean process only: nothing a submission left behind slows it
             raise SubmissionError("time_reference is answered only by a worker that has loaded no submission")

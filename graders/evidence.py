@@ -1,0 +1,178 @@
+"""The evidence pass (issue 13): a verdict's GPU figures checked against Nsight Compute's record of a replay
+that a fresh worker ran (`sandbox.worker.evidence_replay`), with names the judge computes itself.
+
+Everything here runs in the judge on data the submission could not write except through ncu itself: the
+kernels of the replay and their durations (ncu's CSV), the replay's outputs as raw bytes in shapes the judge
+chose, the submission's own kernel names from its source (Triton, by `ast`) and from the judge-built library
+(CUDA/CuTe, by cuobjdump). From them: `evidence_wrong` (outputs under the profiler not the reference's),
+`no_kernel`, `vendor_kernel`, `decoy_kernel`, and `time_disagrees` (ncu's lower bound on one call's GPU work
+far above what the worker claimed).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import torch
+
+from kerneldojo.graders.checks import message
+from kerneldojo.graders.profile import VENDOR_KERNEL, kernel_base_name
+from kerneldojo.sandbox.protocol import CompileError
+
+REPLAY_CALLS = 3  # replayed calls, each on its own input set from fresh seeds
+# Below this share of GPU time in the submission's own kernels, something else did the work.
+MIN_OWN_SHARE = 0.1
+# ncu replays each kernel serialized, caches flushed before each (--cache-control all) and clocks as they are;
+# the timed run flushes L2 before each call, but within a call a kernel may find its predecessor's data in L2
+# and back-to-back launches overlap their tails, which ncu's serialized replay denies. So a kernel's ncu
+# duration can exceed its share of the event time, most for calls of many short kernels: 1.5x plus 20 µs
+# absorbs that (the GPU suite measures the ratio on the honest set), while a forged timer claims far less.
+TIME_SLACK, TIME_SLACK_MS = 1.5, 0.02
+# Own kernels named like a vendor library's (cuBLAS's nvjet_*, sm90_xmma_*, cutlass_*, cuDNN's): refused at
+# compile time, so a library kernel can never be counted as the submission's by sharing its name.
+# VENDOR_KERNEL's generic fragments (gemm_, _gemm) are left out: the tasks' own starters are gemm_kernel,
+# fp8_gemm_kernel and so on, and no vendor kernel is known to be named that plainly.
+VENDOR_NAME = re.compile(r"nvjet|xmma|cublas|cudnn|cutlass|flash_fwd|fmha|^sm\d+_|^(ampere|volta|turing|hopper)_|"
+                         r"^gemv|^gemmk|^gemmSN|^splitKreduce", re.I)
+# A C++ kernel in these namespaces is torch's or a library's, whatever its base name.
+FOREIGN_NAMESPACES = ("at::", "c10::", "cub::", "thrust::", "cublas", "cudnn")
+_TRITON_DECORATORS = {"jit", "autotune", "heuristics"}
+
+
+def triton_kernel_names(source: str) -> set[str]:
+    """The Triton kernels `source` defines, by name: functions at any depth decorated with triton's jit,
+    autotune or heuristics (called or not, under any import spelling), or wrapped by `triton.jit(fn)`.
+    A kernel made some other way (exec, getattr) is not found, and so counts against the submission."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    aliases: dict[str, str] = {}  # local name -> dotted triton path
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "triton" or a.name.startswith("triton."):
+                    aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else "triton"
+        elif isinstance(node, ast.ImportFrom) and node.module and (node.module + ".").startswith("triton."):
+            for a in node.names:
+                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+
+    def is_triton(expr: ast.expr) -> bool:
+        expr = expr.func if isinstance(expr, ast.Call) else expr
+        parts = []
+        while isinstance(expr, ast.Attribute):
+            parts.append(expr.attr)
+            expr = expr.value
+        if not isinstance(expr, ast.Name) or expr.id not in aliases:
+            return False
+        dotted = ".".join([aliases[expr.id], *reversed(parts)])
+        return dotted.startswith("triton") and dotted.rsplit(".", 1)[-1] in _TRITON_DECORATORS
+
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(map(is_triton, node.decorator_list)):
+            names.add(node.name)
+        elif isinstance(node, ast.Call) and is_triton(node.func) and node.args and isinstance(node.args[0], ast.Name):
+            names.add(node.args[0].id)  # triton.jit(fn): the kernel keeps fn's name
+    return names
+
+
+def check_own_names(names: set[str]) -> None:
+    """Refuse a build whose own kernels are named like a vendor library's (`VENDOR_NAME`)."""
+    clashing = sorted(n for n in names if VENDOR_NAME.search(n))
+    if clashing:
+        raise CompileError(f"kernel name(s) {', '.join(clashing[:5])} look like a vendor library's (cuBLAS, cuDNN, "
+                           f"CUTLASS, flash attention), which the judge must tell apart from yours; rename them")
+
+
+@dataclass
+class OwnKernels:
+    triton: set[str] = field(default_factory=set)  # matched exactly: ncu shows a Triton kernel by its bare name
+    native: set[str] = field(default_factory=set)  # base names of the library's __global__ functions
+
+    def __contains__(self, name: str) -> bool:
+        if name.strip() in self.triton:
+            return True
+        head = re.sub(r"^(void|static|__global__)\s+", "", name.strip())
+        return kernel_base_name(name) in self.native and not head.startswith(FOREIGN_NAMESPACES)
+
+
+@dataclass
+class Figures:
+    """What ncu's record says about the replay."""
+
+    launches: int
+    kernel_ms: float  # one call's GPU work, a lower bound: per kernel name the shortest launch, summed
+    own_share: float | None  # of all kernel time in the replay, the submission's own kernels' (None: no kernel)
+    vendor: list[str]
+    names: list[str]
+
+
+def figures(launches: list[dict], own: OwnKernels) -> Figures:
+    """Per kernel name the minimum launch duration, summed: robust to Triton's autotuning (one name launched with
+    several configs, the slow ones included) and to launches made once, and never above one call's work for
+    kernels that every call launches."""
+    shortest: dict[str, float] = {}
+    total, own_ms = 0.0, 0.0
+    for launch in launches:
+        name, ms = str(launch["Kernel Name"]), float(launch.get("gpu__time_duration.sum", 0.0))
+        shortest[name] = min(ms, shortest.get(name, math.inf))
+        total += ms
+        own_ms += ms if name in own else 0.0
+    vendor = sorted({n[:60] for n in shortest if n not in own and VENDOR_KERNEL.search(n)})
+    return Figures(len(launches), sum(shortest.values()), own_ms / total if total > 0 else None, vendor,
+                   sorted(shortest))
+
+
+def decide(found: Figures, claimed_ms: float, case: str, vendor_forbidden: bool, decoy_forbidden: bool
+           ) -> dict[str, str]:  # fmt: skip
+    """The flags ncu's record raises. `claimed_ms`: the larger of the worker's event median and its profile's
+    kernel time for this case; `vendor_forbidden`: the task allows no vendor library's operator;
+    `decoy_forbidden`: the task does not allow them all (an adapted suite's problem may keep torch's kernels)."""
+    fired = {}
+    if not found.launches:
+        fired["no_kernel"] = message("no_kernel", f"{case}, replayed under Nsight Compute")
+    if found.vendor and vendor_forbidden:
+        fired["vendor_kernel"] = message("vendor_kernel", "; ".join(found.vendor[:3]))
+    if found.own_share == 0 and not decoy_forbidden:  # a task allowing torch's kernels still needs one of its own
+        fired["no_kernel"] = message("no_kernel", f"{case}: every kernel was PyTorch's or a library's (Nsight Compute)")
+    elif found.own_share is not None and found.own_share < MIN_OWN_SHARE and decoy_forbidden:
+        fired["decoy_kernel"] = message("decoy_kernel", f"{1 - found.own_share:.0%} (Nsight Compute, {case})")
+    if found.kernel_ms > TIME_SLACK * claimed_ms + TIME_SLACK_MS:
+        detail = (f"{case}: Nsight Compute measured at least {found.kernel_ms * 1e3:.1f} µs of GPU work per call, "
+                  f"the worker reported {claimed_ms * 1e3:.1f} µs")
+        fired["time_disagrees"] = message("time_disagrees", detail)
+    return fired
+
+
+def outputs_from_bytes(rows: list, specs: list[tuple], device: torch.device) -> list[tuple[torch.Tensor, ...]]:
+    """The replay's outputs, per call, as tensors of the judge's shapes and dtypes; ValueError when a row is not
+    exactly that (the worker already refused files of the wrong size; this checks its reply)."""
+    if not isinstance(rows, list) or len(rows) > REPLAY_CALLS * 4:
+        raise ValueError("the replay's outputs are not a list of calls")
+    calls = []
+    for row in rows:
+        if not isinstance(row, list) or len(row) != len(specs):
+            raise ValueError("a call's outputs are not one per output")
+        tensors = []
+        for data, (size, dtype) in zip(row, specs):
+            nbytes = math.prod(size) * dtype.itemsize
+            if not isinstance(data, bytes) or len(data) != nbytes:
+                raise ValueError(f"an output of {len(data) if isinstance(data, bytes) else 'no'} bytes, expected "
+                                 f"{nbytes}")
+            raw = torch.frombuffer(bytearray(data), dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
+            tensors.append(raw.view(dtype).reshape(size).to(device))
+        calls.append(tuple(tensors))
+    return calls
+
+
+def launches_by_name(launches: list[dict]) -> dict[str, list[float]]:
+    """Durations (ms) per kernel name, for a failure's message."""
+    by_name: dict[str, list[float]] = defaultdict(list)
+    for launch in launches:
+        by_name[str(launch["Kernel Name"])].append(float(launch.get("gpu__time_duration.sum", 0.0)))
+    return dict(by_name)

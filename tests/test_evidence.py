@@ -1,0 +1,206 @@
+"""The evidence pass (graders/evidence.py, sandbox/worker/evidence_replay.py) without a GPU: the decisions on
+ncu CSV fixtures, the judge's own kernel names from a source's syntax, the refusal of vendor-like names, the
+reader of the replay's raw output files. The real replay is in tests/test_gpu_evidence.py (gpu marker)."""
+
+import os
+
+import pytest
+import torch
+
+from kerneldojo.graders.evidence import (
+    OwnKernels,
+    check_own_names,
+    decide,
+    figures,
+    outputs_from_bytes,
+    triton_kernel_names,
+)  # fmt: skip
+from kerneldojo.graders.ncu import NcuReportAltered, ncu_command, parse_ncu_csv
+from kerneldojo.sandbox.protocol import CompileError
+from kerneldojo.sandbox.worker.evidence_replay import CHUNK_BYTES, OutputFileError, read_output, read_raw
+
+HEADER = '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","gpu__time_duration.sum"'
+UNITS = '"","","","","","","","nsecond"'
+TORCH_FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char *, 1>>"
+CUBLAS = "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT"
+OWN = OwnKernels(triton={"add_kernel", "matmul_kernel"}, native={"gemm_tn_kernel"})
+
+
+def csv_text(launches: list[tuple[str, float]]) -> str:
+    """ncu's --csv --page raw output for launches (name, µs), with its own messages around the table."""
+    rows = [f'"{i}","4242","python3.11","127.0.0.1","{name}","1","7","{us * 1000:.0f}"'
+            for i, (name, us) in enumerate(launches)]
+    return "\n".join(["==PROF== Connected to process 4242", HEADER, UNITS, *rows, "==PROF== Disconnected"])
+
+
+def judged(launches, claimed_ms, vendor_forbidden=True, decoy_forbidden=True):
+    found = figures(parse_ncu_csv(csv_text(launches), strict=True), OWN)
+    print(csv_text(launches), found, sep="\n")
+    return found, decide(found, claimed_ms, "n=1048576, float32", vendor_forbidden, decoy_forbidden)
+
+
+def test_an_honest_replay_raises_nothing():
+    found, fired = judged([("add_kernel", 41.0)] * 3, claimed_ms=0.040)
+    assert fired == {} and found.launches == 3 and found.own_share == 1.0
+    assert found.kernel_ms == pytest.approx(0.041)
+
+
+def test_no_kernel_at_all_is_host_compute():
+    found, fired = judged([], claimed_ms=2.0)
+    assert set(fired) == {"no_kernel"} and found.own_share is None
+
+
+def test_a_vendor_kernel_is_flagged_where_the_task_forbids_libraries():
+    _, fired = judged([("matmul_kernel", 5.0), (CUBLAS, 300.0)] * 3, claimed_ms=0.31)
+    assert set(fired) == {"vendor_kernel", "decoy_kernel"} and "nvjet_tst" in fired["vendor_kernel"]
+    _, allowed = judged([("matmul_kernel", 5.0), (CUBLAS, 300.0)] * 3, claimed_ms=0.31, vendor_forbidden=False,
+                        decoy_forbidden=False)
+    assert allowed == {}
+
+
+def test_a_decoy_beside_torch_work_is_flagged():
+    _, fired = judged([("add_kernel", 2.0), (TORCH_FILL, 50.0)] * 3, claimed_ms=0.06)
+    assert set(fired) == {"decoy_kernel"} and "96%" in fired["decoy_kernel"]
+
+
+def test_a_forged_timer_claims_far_less_than_ncu_measured():
+    found, fired = judged([("add_kernel", 41.0)] * 3, claimed_ms=0.041 / 1000)
+    assert set(fired) == {"time_disagrees"} and "41.0 µs" in fired["time_disagrees"]
+    # Within the slack (ncu's serialized replay, a 20 µs floor) nothing fires.
+    assert judged([("add_kernel", 41.0)] * 3, claimed_ms=0.030)[1] == {}
+
+
+def test_autotuning_counts_each_name_once_at_its_shortest_launch():
+    # Four configs benchmarked (the slow ones included), then three calls of the chosen one, and a second kernel.
+    tuning = [("matmul_kernel", us) for us in (900.0, 400.0, 120.0, 250.0) for _ in range(5)]
+    found, fired = judged([*tuning, *[("matmul_kernel", 121.0), ("add_kernel", 10.0)] * 3], claimed_ms=0.125)
+    assert found.kernel_ms == pytest.approx(0.130) and fired == {}
+    assert judged([*tuning, ("matmul_kernel", 121.0)], claimed_ms=0.001)[1].keys() == {"time_disagrees"}
+
+
+def test_torch_kernels_named_like_an_own_native_kernel_are_not_own():
+    own = OwnKernels(native={"vectorized_elementwise_kernel", "gemm_tn_kernel"})
+    assert TORCH_FILL not in own
+    assert "void gemm_tn_kernel<128>(const __nv_bfloat16 *, int)" in own
+    assert "void (anonymous namespace)::gemm_tn_kernel<128>(float *)" in own
+    assert "add_kernel" in OWN and "add_kernel_2" not in OWN and "void add_kernel(float *)" not in OWN
+
+
+def test_a_report_the_replay_wrote_into_is_refused():
+    honest = csv_text([("add_kernel", 41.0)])
+    with pytest.raises(NcuReportAltered):  # a forged table printed before ncu's own
+        parse_ncu_csv(f"{HEADER}\n{UNITS}\n\"0\",\"1\",\"p\",\"h\",\"add_kernel\",\"1\",\"7\",\"1\"\n{honest}", strict=True)
+    with pytest.raises(NcuReportAltered):
+        parse_ncu_csv(honest + '\n"0","4242","p","h","add_kernel","1","7","5"', strict=True)
+    assert parse_ncu_csv("==PROF== No kernels were profiled.", strict=True) == []
+
+
+def test_the_evidence_command_profiles_every_launch_from_the_start():
+    command = ncu_command("ncu", ["python", "-m", "replay"], launch_count=None, metrics=("gpu__time_duration.sum",))
+    assert command[command.index("--profile-from-start") + 1] == "on" and "--launch-count" not in command
+    assert "--kernel-name" not in command and "--nvtx" not in command
+    assert command[command.index("--metrics") + 1] == "gpu__time_duration.sum"
+    assert command[command.index("--cache-control") + 1] == "all"
+    assert command[command.index("--clock-control") + 1] == "none"
+    assert ncu_command("ncu", ["x"], from_start=False)[ncu_command("ncu", ["x"]).index("--profile-from-start") + 1] \
+        == "off"
+
+
+SOURCE = '''
+import triton as tr
+import triton.language as tl
+from triton import jit as J, autotune
+from triton.runtime import jit as rj
+
+@tr.jit
+def plain(x): pass
+
+@autotune(configs=[tr.Config({"B": 64})], key=["n"])
+@tr.heuristics({"EVEN": lambda a: True})
+@J(do_not_specialize=["n"])
+def tuned(x, n): pass
+
+@rj.jit
+def through_runtime(x): pass
+
+def solution(x):
+    @tr.jit
+    def nested(x): pass
+    wrapped = tr.jit(helper)
+    return x
+
+def helper(x): pass
+
+@some.other.jit
+def not_triton(x): pass
+
+@tl.constexpr_function
+def not_a_kernel(x): pass
+'''
+
+
+def test_own_triton_names_come_from_the_syntax_under_any_import_spelling():
+    assert triton_kernel_names(SOURCE) == {"plain", "tuned", "through_runtime", "nested", "helper"}
+    assert triton_kernel_names("def solution(:") == set()
+
+
+def test_own_kernels_named_like_a_vendor_library_are_refused_at_compile_time():
+    for name in ("nvjet_tst_128x256_64x4", "sm90_xmma_gemm_f32f32", "cutlass_80_tensorop_gemm", "ampere_sgemm_128"):
+        with pytest.raises(CompileError, match="rename"):
+            check_own_names({name, "add_kernel"})
+    check_own_names({"gemm_kernel", "fp8_gemm_kernel", "gemm_tn_kernel", "softmax_kernel"})  # the tasks' starters
+
+
+def test_a_source_with_a_vendor_named_kernel_is_a_compile_error(cpu_judge):
+    source = triton_source_named("nvjet_tst_128x64_h_bz_NNT")
+    result = cpu_judge.evaluate("vector_add", source, "triton")
+    assert result.status == "compile_error" and "rename" in result.messages[-1], result.messages
+
+
+def triton_source_named(name: str) -> str:
+    return f'''
+import torch, triton, triton.language as tl
+
+@triton.jit
+def {name}(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+def solution(x, y):
+    out = torch.empty_like(x)
+    {name}[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)
+    return out
+'''
+
+
+def test_the_raw_output_reader_takes_exactly_the_expected_bytes(tmp_path):
+    (tmp_path / "ok.bin").write_bytes(b"x" * 16)
+    assert read_raw(tmp_path / "ok.bin", 16) == b"x" * 16
+    (tmp_path / "short.bin").write_bytes(b"x" * 15)
+    (tmp_path / "long.bin").write_bytes(b"x" * 17)
+    os.symlink(tmp_path / "ok.bin", tmp_path / "link.bin")
+    os.mkfifo(tmp_path / "fifo.bin")
+    for name, why in [("short", "15 bytes"), ("long", "17 bytes"), ("link", "cannot be opened"),
+                      ("fifo", "not a regular file"), ("absent", "cannot be opened")]:
+        with pytest.raises(OutputFileError, match=why):
+            read_raw(tmp_path / f"{name}.bin", 16)
+
+
+def test_outputs_over_the_file_size_cap_come_in_chunks(tmp_path):
+    data = bytes(range(256)) * ((CHUNK_BYTES + 1000) // 256)
+    (tmp_path / "out0_1_0.bin").write_bytes(data[:CHUNK_BYTES])
+    (tmp_path / "out0_1_1.bin").write_bytes(data[CHUNK_BYTES:])
+    assert read_output(tmp_path, 0, 1, len(data)) == data
+    with pytest.raises(OutputFileError):
+        read_output(tmp_path, 0, 1, len(data) + 1)
+
+
+def test_outputs_are_rebuilt_in_the_judges_shapes_and_nothing_else():
+    t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    specs = [((2, 3), torch.float32)]
+    (got,) = outputs_from_bytes([[t.numpy().tobytes()]], specs, torch.device("cpu"))
+    assert torch.equal(got[0], t)
+    for bad in ([[t.numpy().tobytes()[:-4]]], [[None]], [[t.numpy().tobytes(), b""]], "calls", [["text"]]):
+        with pytest.raises(ValueError):
+            outputs_from_bytes(bad, specs, torch.device("cpu"))
