@@ -1,17 +1,26 @@
-"""Batch throughput: a mixed batch of level-1 submissions (correct, wrong, non-compiling, crashing, hanging;
-some repeated, as RL batches repeat themselves) through `GPUPool`; evaluations per GPU-hour, reused
-results and each phase's share.
+"""Batch throughput: a mixed batch of level-1 submissions through `GPUPool`; evaluations per GPU-hour, the verdicts
+by kind, p50 seconds per status and each phase's share.
 
-    python baselines/bench/bench_batch_throughput.py OUT_DIR [--count 300] [--workers-per-gpu 4] [--quick]
+    python baselines/bench/bench_batch_throughput.py OUT_DIR [--count 300] [--workers-per-gpu 4] [--budget-s 240]
+        [--tasks vector_add,relu,softmax,gelu] [--no-compiled-reference] [--quick]
 
-Writes OUT_DIR/batch_throughput.json and .md. --quick: 10 submissions on CPU slots, a 5 s run limit
-(and 5 s more for the first run of a shape).
+The mix, in a fixed cycle: each shipped baseline of `--tasks` (Triton, CUDA on a GPU) three times (correct),
+and spread among them one each of: wrong (vector_add Triton leaving its last element unwritten), non-compiling (a Triton
+syntax error; on a GPU a CUDA one too), crashing (`os._exit` in the call), hanging (a Triton kernel that spins
+forever on the device: its launch returns, the synchronize never does). Every source is unique, except that every
+tenth submission repeats an earlier one, as RL batches repeat themselves (reused from the result cache).
+--budget-s: no new work is submitted once the budget is within --drain-s of its end; what finished is reported.
+--quick: 16 submissions on CPU slots, a 5 s run limit (and 5 s more for the first run of a shape).
+Writes OUT_DIR/batch_throughput.json and .md.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -20,24 +29,47 @@ import report
 
 WRONG = ("mask = offs < n", "mask = offs < n - 1")  # in the shipped vector_add Triton: the last element unwritten
 CRASH = "import os\n\n\ndef solution(x, y):\n    os._exit(3)\n"
-HANG = "def solution(x, y):\n    while True:\n        pass\n"
+HANG = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def spin(x_ptr, out_ptr):
+    i = 0
+    while tl.load(x_ptr, volatile=True) == tl.load(x_ptr, volatile=True):  # a finite input: forever
+        i += 1
+    tl.store(out_ptr, i)
+
+
+def solution(x, y):
+    out = torch.empty_like(x)
+    spin[(1,)](x, out)
+    return out
+'''
 NO_COMPILE_CUDA = 'extern "C" void solution(const float* x, const float* y, float* out, int n) { oops }\n'
 NO_COMPILE_TRITON = "import triton\n\ndef solution(x, y):\n    return (x +\n"
 
 
-def batch(count: int, gpu: bool) -> list[tuple[str, str, str, str]]:
-    """(kind, task, source, language): a mix in fixed proportions, each source unique but a tenth repeated."""
+def batch(count: int, gpu: bool, tasks: list[str]) -> list[tuple[str, str, str, str]]:
+    """(kind, task, source, language): the mix of the module's docstring, each source unique but a tenth repeated."""
     from kerneldojo.baselines import shipped_solutions
 
-    honest = [(t, lang, p.read_text()) for t in ("vector_add", "relu", "softmax", "gelu")
+    honest = [(t, lang, p.read_text()) for t in tasks
               for lang, p in shipped_solutions(t).items() if gpu or lang in ("triton", "python")]
     vector_add = shipped_solutions("vector_add")["triton"].read_text()
-    kinds = [("wrong", "vector_add", "triton", vector_add.replace(*WRONG)),
-             ("no_compile", "vector_add", "triton", NO_COMPILE_TRITON),
-             ("crash", "vector_add", "python", CRASH), ("hang", "vector_add", "python", HANG),
-             *[("correct", *h) for h in honest] * 3]
+    failing = [("wrong", "vector_add", "triton", vector_add.replace(*WRONG)),
+               ("no_compile", "vector_add", "triton", NO_COMPILE_TRITON),
+               ("crash", "vector_add", "python", CRASH), ("hang", "vector_add", "triton", HANG)]
     if gpu:
-        kinds.append(("no_compile", "vector_add", "cuda", NO_COMPILE_CUDA))
+        failing.append(("no_compile", "vector_add", "cuda", NO_COMPILE_CUDA))
+    correct = [("correct", *h) for h in honest] * 3
+    every, kinds = max(1, len(correct) // len(failing)), []  # the failing ones spread through the cycle
+    for i, entry in enumerate(correct):
+        kinds.append(entry)
+        if (i + 1) % every == 0 and failing:
+            kinds.append(failing.pop(0))
+    kinds += failing
     jobs = []
     for i in range(count):
         kind, task, language, source = kinds[i % len(kinds)]
@@ -55,38 +87,64 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=300)
     parser.add_argument("--devices", default="auto")
     parser.add_argument("--workers-per-gpu", type=int, default=4)
+    parser.add_argument("--tasks", default="vector_add,relu,softmax,gelu", help="the correct submissions' tasks")
+    parser.add_argument("--budget-s", type=float, default=None, help="wall-clock seconds for the batch")
+    parser.add_argument("--drain-s", type=float, default=30.0, help="stop submitting this long before the budget")
+    parser.add_argument("--no-compiled-reference", action="store_true", help="time the eager reference only")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    import tempfile
-
     from kerneldojo.batch.pool import GPUPool, parse_devices
 
     gpu = parse_devices(args.devices)[0].device != "cpu"
-    jobs = batch(10 if args.quick else args.count, gpu)
+    jobs = batch(16 if args.quick else args.count, gpu, args.tasks.split(","))
     kwargs = {"limits": {"run": 5, "compile": 5}} if args.quick else {}
-    with tempfile.TemporaryDirectory() as cache:  # a fresh result cache: only the batch's own repeats are reused
-        import os
+    kwargs["time_compiled_reference"] = not args.no_compiled_reference
+    started = time.perf_counter()
+    stop_at = started + args.budget_s - args.drain_s if args.budget_s else float("inf")
 
-        os.environ["KERNELDOJO_CACHE"] = cache
+    def items():
+        for kind, task, source, language in jobs:
+            if time.perf_counter() >= stop_at:
+                return
+            yield kind, (task, source, language)
+
+    # A fresh result cache (only the batch's own repeats are reused); reference timings stay where they are.
+    with tempfile.TemporaryDirectory() as results:
+        kwargs["result_cache"] = results
         with GPUPool(args.devices, workers_per_gpu=args.workers_per_gpu, coalesce=False, **kwargs) as pool:
-            kinds = {}
-            items = ((kind, (task, source, language)) for kind, task, source, language in jobs)
-            for outcome in pool.imap_unordered(items):
-                status = outcome.result.status if outcome.result else f"judge error: {outcome.error}"
+            kinds, seconds, failures = {}, {}, {}
+            for outcome in pool.imap_unordered(items(), window=len(pool) + 2):
+                status = outcome.result.status if outcome.result else "judge_error"
                 kinds.setdefault(outcome.tag, {}).setdefault(status, 0)
                 kinds[outcome.tag][status] += 1
+                if outcome.result:
+                    seconds.setdefault(status, []).append(outcome.result.wall_s)
+                    if outcome.tag not in failures and outcome.tag in ("correct", "hang") and status not in (
+                            "ok", "timeout"):  # fmt: skip
+                        failures[outcome.tag] = " | ".join(outcome.result.messages)[:2000]
+                else:
+                    failures.setdefault("judge_error", str(outcome.error)[:2000])
             summary, described = pool.stats.summary(), pool.describe()
+    wall = time.perf_counter() - started
+    submitted = sum(n for v in kinds.values() for n in v.values())
     rate = summary["evaluations_per_gpu_hour"] or summary["evaluations_per_hour"]
-    table = [f"{summary['evaluations']} evaluations on {described}, {args.workers_per_gpu} workers per GPU, "
-             f"{summary['wall_s']:.1f} s: **{report.fmt(rate, '.0f')} evaluations per "
+    table = [f"{summary['evaluations']} evaluations of {len(jobs)} planned ({submitted} submitted before the budget) "
+             f"on {described}, {args.workers_per_gpu} workers per GPU, {summary['wall_s']:.1f} s "
+             f"({wall:.1f} s with set-up): **{report.fmt(rate, '.0f')} evaluations per "
              f"{'GPU-hour' if summary['gpus'] else 'hour (CPU mode)'}**, {summary['reused']} reused.", "",
              "| submission kind | verdicts |", "|---|---|"]
     table += [f"| {kind} | {', '.join(f'{s} {n}' for s, n in sorted(v.items()))} |"
               for kind, v in sorted(kinds.items())]
+    table += ["", "| status | evaluations | p50 (s) | max (s) |", "|---|---|---|---|"]
+    table += [f"| {status} | {len(s)} | {statistics.median(s):.2f} | {max(s):.2f} |"
+              for status, s in sorted(seconds.items())]
     table += ["", "| phase | share of the evaluations' time | seconds |", "|---|---|---|"]
     table += [f"| {name} | {share:.1%} | {summary['phase_seconds'][name]:.1f} |"
               for name, share in sorted(summary["phase_share"].items(), key=lambda kv: -kv[1])]
-    report.write(args.out, "batch_throughput", {"summary": summary, "verdicts_by_kind": kinds}, table)
+    table += [f"\nfirst unexpected verdict of {kind}: {text}" for kind, text in failures.items()]
+    report.write(args.out, "batch_throughput", {"summary": summary, "verdicts_by_kind": kinds, "seconds": seconds,
+                                                "failures": failures, "wall_s": wall}, table)
+    print("\n".join(table))
 
 
 if __name__ == "__main__":
