@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).parent
-FIELDS = ("task", "language", "modes", "defence", "statuses")
+FIELDS = ("task", "language", "modes", "defence", "statuses", "twin")
 _FIELD = re.compile(r"^\s*(" + "|".join(FIELDS) + r"):\s*(.+?)\s*$", re.MULTILINE)
 
 
@@ -21,6 +21,7 @@ class Submission:
     modes: tuple[str, ...]  # "cpu", "gpu"
     defence: str  # the check (or `wrong`) expected to stop it; "" for honest ones
     statuses: tuple[str, ...]  # statuses that count as caught (exploits) or as a pass (honest)
+    twin: str = ""  # an attack on a figure: the honest submission whose result it must not beat when it ends `ok`
 
     @property
     def name(self) -> str:
@@ -46,6 +47,7 @@ def load(folder: str, default_statuses: tuple[str, ...]) -> list[Submission]:
             modes=tuple(fields["modes"].replace(",", " ").split()),
             defence=fields.get("defence", ""),
             statuses=tuple(fields["statuses"].replace(",", " ").split()) if "statuses" in fields else default_statuses,
+            twin=fields.get("twin", ""),
         ))  # fmt: skip
     return out
 
