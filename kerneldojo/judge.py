@@ -87,7 +87,8 @@ UNSYNCED_SLACK = 1.25
 # shapes). On a GPU 50× eager is far beyond any honest kernel. In CPU mode Triton runs in its interpreter,
 # which executes every program instance in Python, orders of magnitude slower than torch's CPU reference,
 # and CI machines are loaded: a generous multiplier and floor. The first run of each shape gets
-# LIMITS_S["compile"] more (120 s by default): Triton's JIT and autotuning happen there.
+# LIMITS_S["compile"] more (120 s by default): Triton's JIT and autotuning happen there. The allowance ends with
+# the JIT: once that call has returned on the host, the run limit counts from then (`protocol.PROGRESS`).
 RUN_LIMIT = {"gpu": (10.0, 50.0), "cpu": (30.0, 5000.0)}
 # Unless a task allows one of these, cuBLAS, cuDNN or flash kernels may not run in its submissions.
 LIBRARY_OPS = frozenset({"aten.mm", "aten.bmm", "aten.addmm", "aten.matmul", "aten._scaled_mm", "aten._int_mm",
