@@ -64,7 +64,7 @@ def test_a_decoy_beside_torch_work_is_flagged():
 
 
 def test_a_forged_timer_claims_far_less_than_ncu_measured():
-    found, fired = judged([("add_kernel", 41.0)] * 3, claimed_ms=0.041 / 1000)
+    _, fired = judged([("add_kernel", 41.0)] * 3, claimed_ms=0.041 / 1000)
     assert set(fired) == {"time_disagrees"} and "41.0 µs" in fired["time_disagrees"]
     # Within the slack (ncu's serialized replay, a 20 µs floor) nothing fires.
     assert judged([("add_kernel", 41.0)] * 3, claimed_ms=0.030)[1] == {}
@@ -89,7 +89,8 @@ def test_torch_kernels_named_like_an_own_native_kernel_are_not_own():
 def test_a_report_the_replay_wrote_into_is_refused():
     honest = csv_text([("add_kernel", 41.0)])
     with pytest.raises(NcuReportAltered):  # a forged table printed before ncu's own
-        parse_ncu_csv(f"{HEADER}\n{UNITS}\n\"0\",\"1\",\"p\",\"h\",\"add_kernel\",\"1\",\"7\",\"1\"\n{honest}", strict=True)
+        forged = '"0","1","p","h","add_kernel","1","7","1"'
+        parse_ncu_csv(f"{HEADER}\n{UNITS}\n{forged}\n{honest}", strict=True)
     with pytest.raises(NcuReportAltered):
         parse_ncu_csv(honest + '\n"0","4242","p","h","add_kernel","1","7","5"', strict=True)
     assert parse_ncu_csv("==PROF== No kernels were profiled.", strict=True) == []
@@ -102,8 +103,8 @@ def test_the_evidence_command_profiles_every_launch_from_the_start():
     assert command[command.index("--metrics") + 1] == "gpu__time_duration.sum"
     assert command[command.index("--cache-control") + 1] == "all"
     assert command[command.index("--clock-control") + 1] == "none"
-    assert ncu_command("ncu", ["x"], from_start=False)[ncu_command("ncu", ["x"]).index("--profile-from-start") + 1] \
-        == "off"
+    feedback = ncu_command("ncu", ["x"], from_start=False)
+    assert feedback[feedback.index("--profile-from-start") + 1] == "off"
 
 
 SOURCE = '''

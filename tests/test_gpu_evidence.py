@@ -1,0 +1,91 @@
+"""The evidence pass on a GPU (`pytest -m gpu`): honest submissions pass it untouched, and a forged timer or
+host compute is caught by it alone, from Nsight Compute's record of a replay in a fresh worker.
+
+Each test prints ncu's figures (and on a failure the kernel names it saw), so a failure says what ncu measured.
+Needs ncu with access to the GPU's performance counters (NVreg_RestrictProfilingToAdminUsers=0, or root)."""
+
+from pathlib import Path
+
+import pytest
+import submissions as subs
+
+from kerneldojo.graders.compile import compile_submission
+from kerneldojo.result import Evidence
+from kerneldojo.tasks import get_task
+
+pytestmark = pytest.mark.gpu
+EXPLOITS = Path(__file__).parent / "adversarial" / "exploits"
+HONEST = Path(__file__).parent / "adversarial" / "honest"
+EVIDENCE_FLAGS = {"evidence_wrong", "time_disagrees", "no_kernel", "vendor_kernel", "decoy_kernel"}
+
+
+@pytest.fixture(scope="module")
+def judge():
+    from kerneldojo.judge import Judge
+
+    return Judge("cuda", timing_budget_s=0.5, time_compiled_reference=False, result_cache=None, evidence="always")
+
+
+def shipped(task: str, language: str) -> str:
+    from kerneldojo.baselines import shipped_solutions
+
+    return shipped_solutions(task)[language].read_text()
+
+
+@pytest.mark.parametrize("task,language,source", [
+    ("vector_add", "triton", lambda: subs.VECTOR_ADD_TRITON),
+    ("vector_add", "cuda", lambda: subs.VECTOR_ADD_CUDA),
+    ("softmax", "triton", lambda: shipped("softmax", "triton")),
+    ("vector_add", "triton", lambda: (HONEST / "autotune_configs.py").read_text()),
+], ids=["vector_add-triton", "vector_add-cuda", "softmax-triton", "autotune"])
+def test_honest_submissions_pass_the_evidence_pass(judge, task, language, source):
+    result = judge.evaluate(task, source(), language)
+    evidence = result.evidence
+    print(result.status, result.messages, evidence, result.phases, sep="\n")
+    assert evidence is not None and evidence.note is None, f"the pass decided nothing: {evidence}"
+    assert result.status == "ok", result.messages
+    assert not EVIDENCE_FLAGS & set(result.checks_fired)
+    assert evidence.launches > 0 and evidence.own_share and evidence.own_share > 0.9, evidence
+    # What the tolerance (graders.evidence.TIME_SLACK) has to absorb on this GPU, for the record.
+    print(f"ncu lower bound / worker's claim: {evidence.kernel_ms / evidence.claimed_ms:.2f}")
+    assert result.phases["evidence"] > 0
+
+
+def gather(judge, task_id: str, source: str, language: str, claimed_ms: float) -> tuple[dict, Evidence]:
+    """The evidence pass alone, on the largest bench case, against `claimed_ms`."""
+    task = get_task(task_id)
+    build = compile_submission(task, source, language, judge.device.arch)
+    case = task.cases("bench")[-1]
+    evidence = Evidence(case=str(case), claimed_ms=claimed_ms)
+    fired = judge._gather_evidence(task, build, judge._own_kernels(build, source, language), case, claimed_ms,
+                                   evidence)
+    print(fired, evidence, sep="\n")
+    assert evidence.note is None, evidence.note
+    return fired, evidence
+
+
+def test_a_forged_event_timer_disagrees_with_nsight_compute(judge):
+    """patch_event_elapsed_time divides every event interval by 1000. Its `tampering` flag and the worker's
+    busy time catch it in the worker already; here the evidence pass, given the forged event median as the
+    claim, catches it on its own."""
+    from kerneldojo.sandbox.process import WorkerSolution
+
+    task, source = get_task("vector_add"), (EXPLOITS / "patch_event_elapsed_time.py").read_text()
+    build = compile_submission(task, source, "triton", judge.device.arch)
+    case = task.cases("bench")[-1]
+    inputs = task.reference.make_inputs(case.shape, 0, judge.device.torch_device)
+    specs = [(tuple(t.shape), t.dtype) for t in task.expected(*inputs, shape=case.shape)]
+    solution = WorkerSolution(task, build, judge.device)
+    try:
+        forged_ms = solution.time(case.shape, [1, 2, 3], specs, judge.device.l2_bytes, 0.5).stats.median_ms
+    finally:
+        solution.close()
+    fired, evidence = gather(judge, "vector_add", source, "triton", forged_ms)
+    assert "time_disagrees" in fired, (forged_ms, evidence)
+    assert evidence.kernel_ms > 100 * forged_ms
+
+
+def test_host_compute_is_caught_by_the_evidence_pass(judge):
+    source = (EXPLOITS / "numpy_matmul.py").read_text()
+    fired, evidence = gather(judge, "matmul", source, "triton", claimed_ms=1e3)  # the claim is not what is tested
+    assert {"no_kernel", "decoy_kernel"} & set(fired), evidence
