@@ -391,9 +391,9 @@ def cuda_on_cpu() -> Iterator[None]:
     on a judge without a GPU. Trusted code only; it patches torch for the duration."""
     generator, synchronize = torch.Generator, torch.cuda.synchronize
 
-    @functools.wraps(generator)
-    def cpu_generator(device="cpu"):
-        return generator(device="cpu" if _cuda(device) else device)
+    class cpu_generator(generator):  # a type, as torch.Generator is (pmpp_v2's utils write `torch.Generator | None`)
+        def __new__(cls, device="cpu"):
+            return generator(device="cpu" if _cuda(device) else device)
 
     torch.Generator, torch.cuda.synchronize = cpu_generator, lambda *a, **k: None
     try:
