@@ -8,20 +8,24 @@ signature uses `scalar_t`. Builds are cached under a key of everything that chan
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import hashlib
+import json
 import logging
 import os
 import re
-import resource
 import shutil
+import stat
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from kerneldojo.sandbox.device import cuda_tool
 from kerneldojo.sandbox.protocol import Build, CompileError
+from kerneldojo.sandbox.worker.compiler import PROTECTIONS_PREFIX
 from kerneldojo.tasks import C_SCALAR_TYPES, LANGUAGES, Task
 
 NVCC_FLAGS = ("-shared", "-Xcompiler", "-fPIC", "-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo")
@@ -137,7 +141,8 @@ def _build_native(task: Task, source: str, language: str, arch: str) -> Build:
 
     def build(dtype: str) -> None:
         flags, library = builds[dtype]
-        _run_nvcc(nvcc, source, flags, library, f"{task.id} ({language}, {dtype})", header)
+        extra_ro = (str(cutlass_include_dir()),) if language == "cute" else ()  # CUTLASS_INCLUDE may lie anywhere
+        _run_nvcc(nvcc, source, flags, library, f"{task.id} ({language}, {dtype})", header, extra_ro)
 
     # A file's dtypes build at once (nvcc is one process per build, mostly single-threaded); the first
     # dtype's error, in the task's order, is the one reported.
@@ -192,19 +197,19 @@ def _check_exports(library: Path) -> None:
                            "signature (a C++ function of that name is mangled, and an overload is another function)")
 
 
-def _run_nvcc(nvcc: str, source: str, flags: list[str], library: Path, what: str, header: str) -> None:
+def _run_nvcc(nvcc: str, source: str, flags: list[str], library: Path, what: str, header: str,
+              extra_ro: tuple[str, ...] = ()) -> None:
     library.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(library.with_name(SIGNATURE_HEADER), header)
-    write_atomically(library.with_name("submission.cu"), source)
-    write_atomically(library.with_name("exports.map"), EXPORTS_MAP)
-    # Build beside the target and rename, so a concurrent or interrupted build never leaves half a file.
+    inputs = {SIGNATURE_HEADER: header, "submission.cu": source, "exports.map": EXPORTS_MAP}
+    for name, text in inputs.items():  # beside the library: what `Build` names, and `kerneldojo show` reads
+        write_atomically(library.with_name(name), text)
+    # nvcc runs confined (`sandbox/worker/compiler.py`), in a folder of its own that holds only its inputs: an
+    # `#include` reaches the worker's allowlisted root, not the judge's files, nor the other builds in the cache.
     with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
-        out = Path(tmp) / "submission.so"
-        proc = subprocess.Popen([nvcc, *flags, "submission.cu", "-o", str(out)], cwd=library.parent,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        # Set after the start, not in a preexec_fn (unsafe in the pool's threads): nvcc forks its
-        # compilers only after preprocessing, and they inherit the limit.
-        resource.prlimit(proc.pid, resource.RLIMIT_CPU, (COMPILE_CPU_S, COMPILE_CPU_S + 5))
+        for name, text in inputs.items():
+            (Path(tmp) / name).write_text(text)
+        proc = subprocess.Popen(confined(nvcc, [*flags, "submission.cu", "-o", "submission.so"], Path(tmp), extra_ro),
+                                cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         started = time.monotonic()
         while True:
             try:
@@ -213,20 +218,74 @@ def _run_nvcc(nvcc: str, source: str, flags: list[str], library: Path, what: str
             except subprocess.TimeoutExpired:
                 elapsed = time.monotonic() - started
                 if elapsed > COMPILE_WALL_S:
-                    proc.kill()
+                    proc.kill()  # the processes below it die with it; nvcc is pid 1 of its pid namespace
                     proc.communicate()
                     raise CompileTimeout(f"nvcc ran past {COMPILE_WALL_S} s of wall-clock time building {what} (the "
                                        f"machine may be overloaded); simplify the templates or unrolling") from None
                 log.info("building %s with nvcc (%s): %.0f s so far", what, library.parent / "submission.cu", elapsed)
+        output = _log_protections(output)
         if proc.returncode != 0:
-            if proc.returncode in (-9, -24) or re.search(r"signal (9|24)\b", output):  # SIGKILL, SIGXCPU
+            # SIGKILL, SIGXCPU: as a signal, or as 128 + it (pid 1 of the build's pid namespace mirrors it so)
+            if proc.returncode in (-9, -24, 137, 152) or re.search(r"signal (9|24)\b", output):
                 raise CompileError(f"nvcc was stopped building {what}: a compiler process used more than "
                                    f"{COMPILE_CPU_S} s of CPU time; simplify the templates or unrolling")
-            message = _clean_nvcc_output(output, library.parent)
+            message = _clean_nvcc_output(output, Path(tmp))
             if "solution" in message:  # e.g. the submission's declaration conflicts with the task's
                 message += f"\nthe task's entry point (kerneldojo show TASK): {header.splitlines()[-1]}"
             raise CompileError(message)
-        os.replace(out, library)
+        copy_out(Path(tmp) / "submission.so", library)
+
+
+# The confined compiler's entry point, run by its path (`sandbox/worker/compiler.py` imports no torch).
+COMPILER_ENTRY = Path(__file__).resolve().parent.parent / "sandbox" / "worker" / "compiler.py"
+MAX_LIBRARY_BYTES = 512 << 20
+
+
+def confined(tool: str, args: list[str], folder: Path, extra_ro: tuple[str, ...] = ()) -> list[str]:
+    """The command line that runs `tool args` confined as a worker is, `folder` its only writable path."""
+    import sys
+
+    from kerneldojo.sandbox.isolation import build_plan
+
+    plan = json.dumps(build_plan(folder, (*extra_ro, os.path.realpath(tool))))
+    return [sys.executable, "-I", str(COMPILER_ENTRY), plan, str(COMPILE_CPU_S), str(MAX_LIBRARY_BYTES), "--", tool,
+            *args]
+
+
+def copy_out(built: Path, library: Path) -> None:
+    """The library the confined compiler left, into the cache: a regular file (no symlink followed, no FIFO
+    blocking), at most MAX_LIBRARY_BYTES, written once under its content-addressed name (a concurrent build of
+    the same key keeps the first)."""
+    try:
+        fd = os.open(built, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        raise CompileError(f"nvcc left no library: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_LIBRARY_BYTES:
+            raise CompileError(f"the built library is not a regular file of at most {MAX_LIBRARY_BYTES >> 20} MiB")
+        data = f.read(MAX_LIBRARY_BYTES + 1)
+    tmp = library.with_name(f".{library.name}.{os.getpid()}.{threading.get_ident()}")
+    tmp.write_bytes(data)
+    try:
+        os.link(tmp, library)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+
+
+def _log_protections(output: str) -> str:
+    """The confined compiler's first line says what it could set up: logged where something is missing."""
+    first, _, rest = output.partition("\n")
+    if not first.startswith(PROTECTIONS_PREFIX):
+        return output
+    with contextlib.suppress(ValueError):
+        missing = [f"{k}: {v}" for k, v in json.loads(first[len(PROTECTIONS_PREFIX):]).items()  # rlimits only:
+                   if str(v).startswith(("unavailable", "off")) and not k.endswith("_limit")]  # no cgroup for a build
+        if missing:
+            log.warning("the compiler ran with less confinement than a worker: %s", "; ".join(missing))
+    return rest
 
 
 def _clean_nvcc_output(text: str, folder: Path) -> str:

@@ -7,6 +7,7 @@ which says what each protection stops.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import signal
@@ -178,44 +179,115 @@ def _read(path: Path) -> str:
     return ""
 
 
-def plan(scratch: Path, gpu: bool, control, cgroup: Cgroup) -> Plan:
-    """The judge's private paths to hide and the paths the worker needs to keep (Python, the package)."""
-    from kerneldojo.graders.compile import cache_dir
+# What a worker's root holds besides Python and its packages (`root_allowlist`): system libraries and
+# compilers, and of /etc only what the dynamic loader, name lookups and TLS read: not shadow, not ssh.
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt/nvidia")
+ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf", "passwd", "group", "hosts", "localtime",
+             "alternatives", "ssl", "ca-certificates", "pki")  # fmt: skip
+# The scratch folder, /tmp and a private /dev/shm: each a tmpfs of this size (charged to the memory cgroup)
+# and file count; `Judge(limits={"scratch": bytes})` sets the size.
+SCRATCH_CAP_BYTES = 4 << 30
+SCRATCH_INODES = 65536
 
-    home = Path.home()
-    judge_private = [cache_dir(), Path(tempfile.gettempdir()), home / ".triton", home / ".cache"]
+
+def root_allowlist(gpu: bool, extra: tuple[str, ...] = ()) -> list[tuple[str, str | None]]:
+    """What a confined process's root holds, as `Plan.root`: (path, None) bound read-only, or (path, target)
+    a symlink made again (/lib -> usr/lib). Python's installation, the folders its imported packages came
+    from (site-packages, the kerneldojo package's own folders: an editable install maps them elsewhere),
+    `SYSTEM_PATHS`, CUDA (CUDA_HOME, LD_LIBRARY_PATH, the folder holding libcuda) and `ETC_FILES`."""
+    paths = [*SYSTEM_PATHS, sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *extra]
+    paths += _package_folders()
+    paths += [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH", "CUTLASS_INCLUDE") if os.environ.get(v)]
+    paths += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
+    paths += [str(p) for p in Path("/usr/local").glob("cuda*")]
+    paths += _libcuda_folders() if gpu else []
+    paths += [f"/etc/{name}" for name in ETC_FILES]
+    paths = {os.path.abspath(p) for p in paths if os.path.lexists(p)}
+    bound: list[str] = []
+    for real in sorted({os.path.realpath(p) for p in paths} - {"/"}, key=len):
+        if os.path.exists(real) and not under_any(real, bound):
+            bound.append(real)
+    links = sorted((p, os.readlink(p)) for p in paths if os.path.islink(p) and not under_any(p, bound))
+    return [(p, None) for p in bound] + links
+
+
+@functools.cache
+def _package_folders() -> tuple[str, ...]:
+    """The site folders holding imported modules (torch, triton and their dependencies load more lazily: the
+    whole folder), and the kerneldojo package's folders (an editable install maps subpackages elsewhere)."""
+    import importlib.util
+
+    site = {os.path.realpath(p) for p in sys.path if p and p.rstrip("/").endswith(("site-packages", "dist-packages"))}
+    folders = set()
+    for name, module in list(sys.modules.items()):
+        files = [getattr(module, "__file__", None)]
+        with contextlib.suppress(TypeError):  # some modules' __path__ is no list of folders
+            files += list(getattr(module, "__path__", None) or [])
+        for file in [f for f in files if isinstance(f, str) and os.path.isabs(f)]:
+            real = os.path.realpath(file)
+            held = [s for s in site if under(real, s)]
+            if held:
+                folders.update(held)
+            elif name.split(".")[0] in ("kerneldojo", "torch", "triton", "numpy"):
+                folders.add(real if os.path.isdir(real) else os.path.dirname(real))
+    for sub in ("tasks", "sandbox", "graders"):  # what a worker imports, imported by the judge or not
+        spec = importlib.util.find_spec(f"kerneldojo.{sub}")
+        folders.update(os.path.realpath(p) for p in (spec.submodule_search_locations or []) if spec)
+    return tuple(sorted(folders))
+
+
+@functools.cache
+def _libcuda_folders() -> tuple[str, ...]:
+    """Where the dynamic loader finds the CUDA driver (libcuda.so.1, NVML), which may lie outside /usr."""
+    import subprocess
+
+    try:
+        listed = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return tuple(sorted({os.path.dirname(line.rsplit("=> ", 1)[1]) for line in listed.splitlines()
+                         if ("libcuda.so" in line or "libnvidia-ml.so" in line) and "=> " in line}))  # fmt: skip
+
+
+def plan(scratch: Path, gpu: bool, control, cgroup: Cgroup, scratch_bytes: int = SCRATCH_CAP_BYTES) -> Plan:
+    """The worker's root (`root_allowlist`), the judge's private folders inside it to cover, and its limits."""
+    home = Path.home()  # the build cache is in one of these (graders.compile.cache_dir)
+    judge_private = [Path(tempfile.gettempdir()), home / ".triton", home / ".cache"]
     for variable in ("KERNELDOJO_CACHE", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME",
                      "HF_HOME", "CUDA_CACHE_PATH"):  # fmt: skip
         if os.environ.get(variable):
             judge_private.append(Path(os.environ[variable]))
     judge_private += [Path(p) for p in os.environ.get("KERNELDOJO_SANDBOX_HIDE", "").split(":") if p]
-    top = ["/tmp", "/var/tmp", "/root", "/home", "/run/user", "/dev/shm" if not gpu else None, str(home)]
-    keep_ro = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
-    keep_ro += [p for p in sys.path if p]
-    for name, module in list(sys.modules.items()):
-        if name == "kerneldojo" or name.startswith("kerneldojo."):
-            keep_ro += list(getattr(module, "__path__", []) or [])
-    keep_ro += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
-    keep_ro += [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
-    # The scratch folder only: nothing the judge or another worker reads is writable here.
-    keep_rw = [str(scratch)]
-    real = (lambda p: os.path.realpath(p))  # noqa: E731
-    hide = sorted({real(p) for p in top if p and os.path.isdir(p)}, key=len)
-    keep_ro = sorted({real(p) for p in keep_ro if os.path.exists(p)} - {"/"}, key=len)
-    keep_rw = sorted({real(p) for p in keep_rw}, key=len)
-    kept = keep_ro + keep_rw
-    private = {real(p) for p in judge_private if os.path.isdir(p)}
-    hide += sorted(p for p in private if not under_any(p, hide) and p not in hide)
-    inside = sorted(p for p in private if any(under(p, k) and p != k for k in kept) and not under_any(p, keep_rw))
+    root = root_allowlist(gpu)
+    bound = [p for p, link in root if link is None]
+    private = {os.path.realpath(p) for p in judge_private if os.path.isdir(p)}
+    inside = sorted(p for p in private if any(under(p, k) and p != k for k in bound))
+    # Legacy CUDA IPC handles are reported not to open across pid namespaces (docs/sandbox.md): in GPU mode the
+    # pid namespace is on only where KERNELDOJO_GPU_PIDNS=1 (to measure it: baselines/bench/probe_cuda_ipc_pidns.py).
     mode = os.environ.get("KERNELDOJO_PID_NAMESPACE", "auto")
+    gpu_pidns = os.environ.get("KERNELDOJO_GPU_PIDNS") == "1"
     return Plan(
-        scratch=str(scratch), gpu=gpu, control=control,
-        # Legacy CUDA IPC handles are reported not to open across pid namespaces (docs/sandbox.md).
-        pid_namespace=mode == "1" or (mode == "auto" and not gpu),
-        private_shm=not gpu, hide=hide, hide_inside_kept=inside, keep_ro=keep_ro, keep_rw=keep_rw,
-        memory_bytes=cgroup.memory_bytes, max_processes=cgroup.max_processes, cgroup_procs=cgroup.procs_files(),
+        scratch=str(scratch), gpu=gpu, control=control, memory_bytes=cgroup.memory_bytes,
+        max_processes=cgroup.max_processes, root=root, scratch_bytes=scratch_bytes, scratch_inodes=SCRATCH_INODES,
+        pid_namespace=mode == "1" or (mode == "auto" and (not gpu or gpu_pidns)),
+        private_shm=not gpu, hide_inside_kept=inside, cgroup_procs=cgroup.procs_files(),
         cgroup={c: cgroup.describe(c) for c in ("memory", "pids")}, cgroup_errors=dict(cgroup.errors),
     )  # fmt: skip
+
+
+def build_plan(folder: Path, extra_ro: tuple[str, ...] = ()) -> dict:
+    """The confinement of a compiler process (`sandbox/worker/compiler.py`), as JSON-ready fields of a `Plan`:
+    the worker's root (plus `extra_ro`, e.g. the CuTe headers), `folder` its only writable path, bound from the
+    host (the judge reads the library from it), its own pid namespace; no cgroup (rlimits only)."""
+    from dataclasses import asdict
+
+    from .protocol import MEMORY_CAP_BYTES, PROCESSES_CAP
+
+    fields = asdict(Plan(scratch=str(folder), gpu=False, control=None, memory_bytes=MEMORY_CAP_BYTES,
+                         max_processes=PROCESSES_CAP, root=root_allowlist(False, extra_ro),
+                         scratch_bytes=SCRATCH_CAP_BYTES, scratch_inodes=SCRATCH_INODES, scratch_tmpfs=False))
+    del fields["control"]
+    return fields
 
 
 class WorkerHandle:

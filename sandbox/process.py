@@ -203,7 +203,8 @@ class _Worker:
                                        int(limits.get("processes", PROCESSES_CAP)))
         control, worker_control = ctx.Pipe()
         self.handle = isolation.WorkerHandle(control)
-        plan = isolation.plan(self.scratch, device.mode == "gpu", worker_control, self.cgroup)
+        plan = isolation.plan(self.scratch, device.mode == "gpu", worker_control, self.cgroup,
+                              int(limits.get("scratch", isolation.SCRATCH_CAP_BYTES)))
         judge_end, worker_end = socket.socketpair()
         self.requests = self.replies = Channel(judge_end, device.torch_device, cuda_ipc=device.mode == "gpu")
         self.sequence = 0
@@ -349,7 +350,7 @@ def _top_up(queue_: list[_Worker], device: Device, limits: dict) -> None:
 
 
 def _spare_key(device: Device, limits: dict | None) -> tuple[tuple, dict]:
-    limits = {k: v for k, v in (limits or {}).items() if k in ("memory", "processes")}
+    limits = {k: v for k, v in (limits or {}).items() if k in ("memory", "processes", "scratch")}
     return (str(device.torch_device), tuple(sorted(limits.items()))), limits
 
 

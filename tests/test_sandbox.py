@@ -20,11 +20,13 @@ from kerneldojo.judge import Judge
 # The workers of this judge get small host-memory and process limits, so that exhausting them is quick.
 MEMORY_LIMIT = 2 << 30
 PROCESS_LIMIT = max(64, 2 * (os.cpu_count() or 1) + 32)  # room for torch's threads, few enough to reach
+SCRATCH_LIMIT = 96 << 20  # the scratch folder's and /tmp's tmpfs
 
 
 @pytest.fixture(scope="module")
 def judge():
-    return Judge("cpu", limits={"load": 45, "compile": 0, "run": 8, "memory": MEMORY_LIMIT, "processes": PROCESS_LIMIT})
+    return Judge("cpu", limits={"load": 45, "compile": 0, "run": 8, "memory": MEMORY_LIMIT, "processes": PROCESS_LIMIT,
+                                "scratch": SCRATCH_LIMIT})
 
 
 @pytest.fixture(scope="module")
@@ -254,6 +256,107 @@ def test_files_outside_the_scratch_folder_are_out_of_reach(judge, protections):
     leaked = {path: outcome for path, outcome in got.items() if not outcome.startswith("refused")}
     assert not leaked, leaked
     assert not (repo / "written-by-a-submission.txt").exists()
+    _then_honest_passes(judge)
+
+
+HOST_FILES = """
+import json, os
+
+def solution(x, y):
+    got = {}
+    for path in PATHS:
+        try:
+            got[path] = sorted(os.listdir(path)) if os.path.isdir(path) else open(path).read(40)
+        except OSError as e:
+            got[path] = "refused: " + e.strerror
+    got["/etc"] = sorted(os.listdir("/etc"))
+    raise RuntimeError("PROBE" + json.dumps(got))
+"""
+
+
+def test_the_worker_sees_only_an_allowlisted_root(judge, protections):
+    """Red team rounds 1 and 4 (the former tests/adversarial/open/read_host_files.py): the worker saw the host's
+    root minus a hide list, so it read /etc/shadow with a root judge, a served judge's token file and job log, the
+    judge's sys.path folders and /var/lib. Its root is now an allowlist: a token planted in a judge-side folder
+    (the repository, on the judge's sys.path under pytest) does not exist there, nor does anything else left out."""
+    _require(protections, "mount_namespace", "filesystem")
+    repo = Path(__file__).resolve().parent.parent
+    planted = [repo / f".kerneldojo-token-{os.getpid()}", Path(__file__).resolve().parent / f"token-{os.getpid()}.txt"]
+    paths = [str(p) for p in planted] + ["/etc/shadow", "/etc/ssh", "/root", "/home", "/var/lib", "/var/log",
+                                         "/srv", "/opt", str(repo / ".git"), str(repo / "tests")]
+    try:
+        for token in planted:
+            token.write_text("judge secret token")
+        got = _probe_results(judge.evaluate("vector_add", HOST_FILES.replace("PATHS", repr(paths)), "python"))
+    finally:
+        for token in planted:
+            token.unlink(missing_ok=True)
+    etc = got.pop("/etc")
+    # A folder on the way to an allowlisted one exists, holding only that way (/root/.pyenv where Python is there).
+    from kerneldojo.sandbox.isolation import root_allowlist
+
+    ways = {str(parent) for path, _ in root_allowlist(False) for parent in Path(path).parents} | {
+        path for path, _ in root_allowlist(False)}
+    leaked = {path: outcome for path, outcome in got.items() if not str(outcome).startswith("refused") and not (
+        isinstance(outcome, list) and all(f"{path}/{name}" in ways for name in outcome))}
+    assert not leaked, leaked
+    assert "shadow" not in etc and "passwd" in etc and "ld.so.cache" in etc, etc
+    _then_honest_passes(judge)
+
+
+SCRATCH_FILL = """
+import errno, os, tempfile
+
+def solution(x, y):
+    written = {}
+    for folder in (os.getcwd(), tempfile.gettempdir()):
+        total, error = 0, None
+        for i in range(1000):  # files of 8 MiB, under RLIMIT_FSIZE: only the tmpfs's size can stop this
+            try:
+                with open(os.path.join(folder, f"fill-{i}"), "wb") as f:
+                    f.write(b"x" * (8 << 20))
+                total += 8 << 20
+            except OSError as e:
+                error = errno.errorcode[e.errno]
+                break
+        written[folder] = (total, error)
+    raise RuntimeError("PROBE" + __import__("json").dumps(written))
+"""
+
+
+def test_scratch_and_tmp_are_capped(judge, protections):
+    """The scratch folder and /tmp are tmpfs of the worker's own with size= and nr_inodes=: a submission that fills
+    them gets ENOSPC at the cap, not the host's disk (the scratch folder was on the host's disk, uncapped in total)."""
+    _require(protections, "mount_namespace", "filesystem")
+    got = _probe_results(judge.evaluate("vector_add", SCRATCH_FILL, "python"))
+    assert len(got) == 2, got
+    for folder, (total, error) in got.items():
+        assert error == "ENOSPC" and total <= SCRATCH_LIMIT, (folder, total, error)
+    _then_honest_passes(judge)
+
+
+OPEN_FDS = """
+import json, os, stat
+
+def solution(x, y):
+    fds = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            mode = os.fstat(int(name)).st_mode
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+        fds[name] = "socket" if stat.S_ISSOCK(mode) else os.readlink(f"/proc/self/fd/{name}")
+    raise RuntimeError("PROBE" + json.dumps(fds))
+"""
+
+
+def test_the_worker_holds_only_allowlisted_fds(judge, protections):
+    """Every inherited fd but stdin, stdout, stderr and the socket to the judge is closed before any submission
+    code runs (multiprocessing's spawn sentinel was inherited)."""
+    _require(protections, "fds")
+    fds = _probe_results(judge.evaluate("vector_add", OPEN_FDS, "python"))
+    others = {fd: what for fd, what in fds.items() if fd not in ("0", "1", "2")}
+    assert list(others.values()) == ["socket"], fds
     _then_honest_passes(judge)
 
 

@@ -41,22 +41,22 @@ import errno
 import itertools
 import json
 import os
+import platform
 import resource
 import signal
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kerneldojo.sandbox.protocol import MEMORY_CAP_BYTES, PROCESSES_CAP
-
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x10000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 32, 4096, 8192, 16384, 1 << 18
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 ST_TO_MS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC, os.ST_NOATIME: MS_NOATIME,
             os.ST_NODIRATIME: MS_NODIRATIME, os.ST_RELATIME: MS_RELATIME}  # fmt: skip
-SYS_MOUNT_SETATTR, AT_FDCWD, MOUNT_ATTR_RDONLY = 442, -100, 1
+SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY, MNT_DETACH = 442, -100, 0x8000, 1, 2
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(platform.machine(), -1)
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 38, 24, 47, 4
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
@@ -82,16 +82,19 @@ class _MountAttr(ctypes.Structure):
                 ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]  # fmt: skip
 
 
-def _make_readonly(path: str) -> None:
-    """Read-only for one mount, keeping its other flags (a user namespace may not clear locked ones)."""
+def _make_readonly(path: str, recursive: bool = False) -> None:
+    """Read-only for one mount (or the mounts below it too), keeping its other flags (a user namespace may not
+    clear locked ones)."""
     attr = _MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
-    if _libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, path.encode(), 0, ctypes.byref(attr), ctypes.sizeof(attr)) == 0:
+    at = AT_RECURSIVE if recursive else 0
+    if _libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, path.encode(), at, ctypes.byref(attr), ctypes.sizeof(attr)) == 0:
         return
-    if ctypes.get_errno() != errno.ENOSYS:  # kernels before 5.12: remount with the flags it has
+    if ctypes.get_errno() != errno.ENOSYS:  # kernels before 5.12: remount each mount with the flags it has
         _check(-1, f"read-only {path}")
-    flags = os.statvfs(path).f_flag
-    kept = sum(ms for st, ms in ST_TO_MS.items() if flags & st)
-    _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
+    for point in [p for p in _mount_points() if under(p, path)] if recursive else [path]:
+        flags = os.statvfs(point).f_flag
+        kept = sum(ms for st, ms in ST_TO_MS.items() if flags & st)
+        _mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
 
 
 @dataclass
@@ -100,15 +103,17 @@ class Plan:
 
     scratch: str
     gpu: bool
-    control: object  # the worker's end of a multiprocessing Pipe to the judge
+    control: object  # the worker's end of a multiprocessing Pipe to the judge; None for a build
+    memory_bytes: int
+    max_processes: int
+    # The new root's contents: (path, None) bound read-only from the host, or (path, target) a symlink.
+    root: list[tuple[str, str | None]] = field(default_factory=list)
+    scratch_bytes: int = 1 << 30  # the scratch folder, /tmp, /var/tmp and a private /dev/shm: tmpfs of this size
+    scratch_inodes: int = 65536  # and at most this many files each
+    scratch_tmpfs: bool = True  # False for a build: the scratch folder is the host's (the judge reads the output)
     pid_namespace: bool = True
     private_shm: bool = True
-    hide: list[str] = field(default_factory=list)
     hide_inside_kept: list[str] = field(default_factory=list)
-    keep_ro: list[str] = field(default_factory=list)
-    keep_rw: list[str] = field(default_factory=list)
-    memory_bytes: int = MEMORY_CAP_BYTES
-    max_processes: int = PROCESSES_CAP
     cgroup_procs: list[str] = field(default_factory=list)
     cgroup: dict[str, str | None] = field(default_factory=dict)  # controller -> description or None
     cgroup_errors: dict[str, str] = field(default_factory=dict)
@@ -130,11 +135,12 @@ def under_any(path: str, parents: list[str]) -> bool:
     return any(under(path, p) for p in parents)
 
 
-def enter(plan: Plan, redirect_output) -> dict:
+def enter(plan: Plan, redirect_output, keep_fds: tuple[int, ...] = ()) -> dict:
     """Set up the worker's namespaces and limits; returns, in the worker only, what is active.
 
     The processes in between never return: they wait for their child and end as it ended.
-    `redirect_output()` points stdout/stderr to the scratch folder once it is mounted.
+    `redirect_output()` points stdout/stderr to the scratch folder once it is mounted. Every file descriptor
+    but 0, 1, 2 and `keep_fds` (the socket to the judge) is closed in the worker at the end.
     """
     protections: dict[str, object] = {}
     _die_with_parent()  # the judge's end: this process, then each one below, gets SIGKILL
@@ -173,8 +179,21 @@ def enter(plan: Plan, redirect_output) -> dict:
             _close_quietly(plan.control)
 
     protections.update(_inside(plan, protections, redirect_output))
+    keep = sorted({0, 1, 2, *keep_fds})
+    protections["fds"] = f"on: only {keep} stay open"
     report(protections)
+    _close_fds_except(keep)
     return protections
+
+
+def _close_fds_except(keep: list[int]) -> None:
+    """Whatever the worker inherited (multiprocessing's spawn sentinel, a caller's descriptors) is closed, so
+    that the fds it holds are an allowlist (`os.closerange` is close_range(2) where the kernel has it)."""
+    low = 0
+    for fd in [*keep, max(os.sysconf("SC_OPEN_MAX"), 1024)]:
+        if fd > low:
+            os.closerange(low, fd)
+        low = fd + 1
 
 
 def _die_with_parent() -> None:
@@ -269,18 +288,22 @@ def _unshare(plan: Plan) -> dict:
 def _inside(plan: Plan, active: dict, redirect_output) -> dict:
     """In the worker: file system view, /proc, limits, then drop every privilege."""
     result = {}
+    own_proc = active["pid_namespace"] is True and active["mount_namespace"] is True
+    redirected = []
+    redirect_once = lambda: redirected or redirected.append(redirect_output())  # noqa: E731
     if active["mount_namespace"] is True:
         try:
-            result["filesystem"] = _setup_mounts(plan, redirect_output)
+            result["filesystem"] = _setup_mounts(plan, redirect_once, own_proc)
         except OSError as e:
             result["filesystem"] = f"unavailable: {e}"
-            redirect_output()
+            redirect_once()
     else:
         result["filesystem"] = "unavailable: no mount namespace (the worker sees what the judge's user sees)"
-        redirect_output()
-    if active["pid_namespace"] is True and active["mount_namespace"] is True:
+        redirect_once()
+    if own_proc:
         try:
-            _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            if not str(result["filesystem"]).startswith("read-only"):  # else mounted in the new root already
+                _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
             result["proc"] = True
             with contextlib.suppress(OSError):  # no nested user namespaces (less kernel to attack)
                 Path("/proc/sys/user/max_user_namespaces").write_text("0")
@@ -314,18 +337,19 @@ def _inside(plan: Plan, active: dict, redirect_output) -> dict:
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 
 
-def _private_dev(gpu: bool) -> None:
+def _private_dev(gpu: bool, root: str) -> None:
     names = list(DEV_NODES)
     if gpu:
         names += [n for n in os.listdir("/dev") if n.startswith("nvidia")] + ["shm"]
     handles = {n: os.open(f"/dev/{n}", os.O_PATH) for n in names if os.path.exists(f"/dev/{n}")}
-    _mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=1m,nr_inodes=4096,mode=755")
+    os.makedirs(f"{root}/dev", exist_ok=True)
+    _mount("tmpfs", f"{root}/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=1m,nr_inodes=4096,mode=755")
     for name, fd in handles.items():
-        _bind_handle(fd, f"/dev/{name}")
+        _bind_handle(fd, f"{root}/dev/{name}")
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2")):
-        os.symlink(target, f"/dev/{name}")
-    os.makedirs("/dev/shm", exist_ok=True)  # CPU mode: a private tmpfs goes here (plan.hide)
+        os.symlink(target, f"{root}/dev/{name}")
+    os.makedirs(f"{root}/dev/shm", exist_ok=True)  # CPU mode: a private tmpfs goes here
 
 
 def _bind_handle(fd: int, target: str) -> None:
@@ -339,43 +363,73 @@ def _bind_handle(fd: int, target: str) -> None:
     os.close(fd)
 
 
-def _setup_mounts(plan: Plan, redirect_output) -> str:
+def _setup_mounts(plan: Plan, redirect_output, own_proc: bool) -> str:
+    """A root of the worker's own, built from an allowlist: an empty tmpfs into which only what a worker needs
+    is bound read-only (`plan.root`: Python, its packages, system libraries and compilers, CUDA, a few files
+    of /etc), then `pivot_root` and the host's root unmounted. Nothing else of the host exists for it."""
+    inside = [p for p, link in plan.root if link is None and under(plan.scratch, p)]
+    if inside:  # the new root is mounted on the scratch folder: a tree holding it would hold the new root too
+        raise OSError(errno.EINVAL, f"the scratch folder {plan.scratch} lies inside {inside[0]}, which is allowlisted")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates back to the host
-    _private_dev(plan.gpu)
-    kept = [(p, False) for p in plan.keep_ro] + [(p, True) for p in plan.keep_rw]
-    handles = {p: os.open(p, os.O_PATH) for p, _ in kept if under_any(p, plan.hide)}
-    hidden = []
-    for path in plan.hide:
-        if os.path.isdir(path) and not under_any(path, hidden):
-            writable = path in ("/tmp", "/var/tmp", "/dev/shm")
-            size = f"size={plan.memory_bytes},mode=1777" if writable else HIDDEN_TMPFS
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, size)
-            hidden.append(path)
-    for path, _ in sorted(kept, key=lambda k: len(k[0])):
-        fd = handles.pop(path, None)
-        if fd is None:
-            continue
-        _bind_handle(fd, path)
-    for path in plan.hide_inside_kept:
-        if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, HIDDEN_TMPFS)
-    # Output goes through the scratch mount before the rest turns read-only: a file open for
-    # writing on a mount would keep that mount writable (EBUSY).
+    # Output goes to the host's scratch folder, opened now: the worker never sees that folder again (a
+    # tmpfs of its own takes its place), so it cannot fill the host's disk past RLIMIT_FSIZE.
     redirect_output()
-    writable = {*plan.keep_rw, "/tmp", "/var/tmp", "/dev/shm"}
-    failed = []
-    for point in _mount_points():
-        if point in writable or under(point, "/proc") or not os.path.exists(point):
+    # Any folder of ours will do as the new root's mount point: a worker's scratch folder, which it then hides;
+    # for a build, a folder inside it (the build folder is bound below, without that folder's mounts).
+    new = plan.scratch if plan.scratch_tmpfs else f"{plan.scratch}/.root"
+    os.makedirs(new, exist_ok=True)
+    _mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, HIDDEN_TMPFS)
+    scratch = f"size={plan.scratch_bytes},nr_inodes={plan.scratch_inodes},mode=1777"
+    private = ["/tmp", "/var/tmp"] + (["/dev/shm"] if plan.private_shm else [])
+    for path in private[:2]:  # first: an allowlisted path may lie below (a compiler in a test's temp folder)
+        os.makedirs(new + path, exist_ok=True)
+        _mount("tmpfs", new + path, "tmpfs", MS_NOSUID | MS_NODEV, scratch)
+    for path, link in plan.root:
+        target = new + path
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if link is not None:
+            os.symlink(link, target)
             continue
-        try:
-            _make_readonly(point)
-        except OSError as e:
-            if not under(point, "/sys"):  # sysfs' own submounts may refuse; sysfs is read-only anyway
-                failed.append(f"{point} ({e.strerror})")
-    if "/" in [f.split(" ")[0] for f in failed]:
-        raise OSError(errno.EBUSY, f"the root stayed writable: {', '.join(failed)}")
-    note = f"; still writable: {', '.join(failed)}" if failed else ""
-    return f"read-only; own /dev; writable: scratch, /tmp (tmpfs); hidden: {', '.join(hidden)}{note}"
+        if os.path.isdir(path):
+            os.makedirs(target, exist_ok=True)
+        else:
+            Path(target).touch()
+        _mount(path, target, None, MS_BIND | MS_REC)
+        _make_readonly(target, recursive=True)
+    _private_dev(plan.gpu, new)
+    if plan.private_shm:
+        _mount("tmpfs", f"{new}/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, scratch)
+    os.makedirs(new + plan.scratch, exist_ok=True)
+    if plan.scratch_tmpfs:  # the scratch folder: a tmpfs with the same caps
+        _mount("tmpfs", new + plan.scratch, "tmpfs", MS_NOSUID | MS_NODEV, scratch.replace("1777", "700"))
+    else:  # a build: the host's folder, which the judge reads the library from
+        _mount(plan.scratch, new + plan.scratch, None, MS_BIND)
+    os.makedirs(f"{new}/proc", exist_ok=True)
+    if own_proc:  # before the pivot: a user namespace may mount a proc only while one is fully visible
+        _mount("proc", f"{new}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    else:  # no pid namespace, so no /proc of its own: the host's, as before
+        _mount("/proc", f"{new}/proc", None, MS_BIND | MS_REC)
+    if plan.gpu:  # the CUDA driver and NVML read the GPU's PCI topology and NUMA nodes from /sys
+        os.makedirs(f"{new}/sys", exist_ok=True)
+        _mount("/sys", f"{new}/sys", None, MS_BIND | MS_REC)
+        with contextlib.suppress(OSError):
+            _make_readonly(f"{new}/sys", recursive=True)
+    for path in plan.hide_inside_kept:  # judge-private folders inside a kept tree (a cache inside the venv)
+        if os.path.isdir(new + path):
+            _mount("tmpfs", new + path, "tmpfs", MS_NOSUID | MS_NODEV, HIDDEN_TMPFS)
+    os.chdir(new)
+    if _libc.syscall(SYS_PIVOT_ROOT, b".", b".") == 0:  # the old root now lies on top of the new: detach it
+        _check(_libc.umount2(b".", MNT_DETACH), "unmounting the host's root")
+        how = "pivot_root"
+    else:  # e.g. a root that is no mount point (an initramfs): move the new root over / and chroot
+        _mount(".", "/", None, MS_MOVE)
+        os.chroot(".")
+        how = "chroot (pivot_root refused)"
+    os.chdir("/")
+    _make_readonly("/")
+    mib = plan.scratch_bytes >> 20
+    return (f"read-only: a root of its own ({how}) holding only the allowlist; own /dev; writable: scratch, "
+            f"{', '.join(private)} (tmpfs, {mib} MiB and {plan.scratch_inodes} files each)")
 
 
 def _mount_points() -> list[str]:

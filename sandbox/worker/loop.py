@@ -30,6 +30,7 @@ from kerneldojo.tasks import get_task, list_tasks
 
 from .channel import WorkerEnd
 from .confine import Plan, enter
+from .environment import scrub
 from .harness import Solution
 from .no_new_processes import forbid_new_processes
 from .triton_interpreter import interpreter
@@ -59,7 +60,7 @@ def serve(requests, replies, device_spec: str, scratch: str, outputs_by_value: b
 
     With `outputs_by_value` (no memory shared with the judge), native entry points' outputs are sent back too.
     """
-    harden(Path(scratch), plan)
+    harden(Path(scratch), plan, keep_fds=tuple({e.sock.fileno() for e in (requests, replies) if hasattr(e, "sock")}))
     if device_spec != "cpu":  # Triton launches, events and bare synchronize() use the current device
         torch.cuda.set_device(device_spec)
     # Warm up while no submission is waiting: imports, the task library, the CUDA context.
@@ -196,7 +197,7 @@ def _drop_resource_tracker() -> None:
         tracker._fd, tracker._pid = None, None
 
 
-def harden(scratch: Path, plan: Plan | None = None) -> dict:
+def harden(scratch: Path, plan: Plan | None = None, keep_fds: tuple[int, ...] = ()) -> dict:
     """Before any submission code runs: own process group, limits, namespaces, output to a file.
 
     With a `plan` (the process backend) the worker enters the namespaces and cgroup of
@@ -205,6 +206,7 @@ def harden(scratch: Path, plan: Plan | None = None) -> dict:
     Returns what is active, by name.
     """
     os.setsid()
+    scrub()  # before any fork: the sandbox's processes inherit the scrubbed environment
     _drop_resource_tracker()
     if not scratch.is_dir():  # a spare stopped (the judge exited) before it started
         os._exit(0)
@@ -225,7 +227,7 @@ def harden(scratch: Path, plan: Plan | None = None) -> dict:
         sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
 
     if plan is not None:
-        return enter(plan, redirect_output)
+        return enter(plan, redirect_output, keep_fds)  # every other fd is closed (the spawn sentinel too)
     redirect_output()
     # A new network namespace has only a downed loopback: no connection leaves. Needs privilege
     # (root, or user namespaces); without it the worker runs with the host's network.

@@ -1,0 +1,64 @@
+"""The compiler runs confined as a worker is (`sandbox/worker/compiler.py`): its root is the allowlist, so an
+`#include` of a file the judge can read finds nothing, and honest CUDA still builds."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import submissions as subs
+
+from kerneldojo.graders import compile as compile_mod
+from kerneldojo.sandbox.protocol import CompileError
+from kerneldojo.tasks import get_task
+
+pytestmark = pytest.mark.skipif(compile_mod.cuda_tool("nvcc") is None, reason="no nvcc here")
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELDOJO_CACHE", str(tmp_path / "cache"))  # build, not reuse
+
+
+def _confined() -> bool:
+    """Whether this kernel lets the compiler have a root of its own (else builds run as before, and say so)."""
+    folder = Path(os.environ["KERNELDOJO_CACHE"])
+    folder.mkdir(parents=True, exist_ok=True)
+    import subprocess
+
+    done = subprocess.run(compile_mod.confined("/bin/true", [], folder), capture_output=True, text=True, cwd=folder)
+    return '"filesystem": "read-only' in done.stderr
+
+
+def test_an_include_of_a_judge_file_finds_nothing(fresh_cache):
+    if not _confined():
+        pytest.skip("no mount namespace here: the compiler runs with the judge's view of the file system")
+    repo = Path(__file__).resolve().parent.parent
+    token = repo / f".kerneldojo-build-token-{os.getpid()}"
+    token.write_text("int leaked_judge_token = 12345;\n")
+    try:
+        for path in (token, Path("/etc/shadow")):
+            source = f'#include "{path}"\n' + subs.VECTOR_ADD_CUDA
+            with pytest.raises(CompileError) as raised:
+                compile_mod.compile_submission(get_task("vector_add"), source, "cuda", "90")
+            assert "cannot open source file" in str(raised.value) or "No such file" in str(raised.value), raised.value
+            assert "12345" not in str(raised.value) and "root:" not in str(raised.value)
+    finally:
+        token.unlink()
+
+
+def test_honest_cuda_still_builds_and_is_copied_out(fresh_cache):
+    build = compile_mod.compile_submission(get_task("vector_add"), subs.VECTOR_ADD_CUDA, "cuda", "90")
+    library = next(iter(build.libraries.values()))
+    assert library.is_file() and not library.is_symlink() and library.stat().st_size > 0
+    if shutil.which("nm"):
+        compile_mod._check_exports(library)
+    assert not [p for p in library.parent.iterdir() if p.is_dir()]  # the build folder is gone
+
+
+def test_a_symlink_left_as_the_library_is_not_followed(tmp_path):
+    (tmp_path / "secret").write_text("judge secret")
+    (tmp_path / "submission.so").symlink_to(tmp_path / "secret")
+    with pytest.raises(CompileError, match="no library"):
+        compile_mod.copy_out(tmp_path / "submission.so", tmp_path / "out.so")
+    assert not (tmp_path / "out.so").exists()
