@@ -1,0 +1,43 @@
+"""What a worker can reach of the judge's host (red team round 7, 2026-11-24): the judge's environment
+(a service's tokens, a trainer's API keys) and files a worker left behind in a folder it made unremovable.
+Each case runs a submission that tries, and checks that nothing came back or stayed."""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+import pytest
+
+from kerneldojo.judge import Judge
+
+# Everything the worker's environment holds, raised back as the error message of the step.
+SHOW_ENVIRONMENT = """
+import os
+
+
+def solution(x, y):
+    block = open("/proc/self/environ", "rb").read().replace(b"\\0", b" ").decode(errors="replace")
+    raise RuntimeError("ENV " + repr(dict(os.environ)) + " BLOCK " + block)
+"""
+
+
+@pytest.fixture
+def secret_in_judge_environment(monkeypatch):
+    value = secrets.token_hex(8)
+    for name in ("KERNELDOJO_TOKENS", "WANDB_API_KEY", "KERNELDOJO_SERVICE_SECRET"):
+        monkeypatch.setenv(name, f"{name.lower()}-{value}")
+    return value
+
+
+def test_the_judges_secrets_do_not_reach_a_worker(secret_in_judge_environment):
+    from kerneldojo.sandbox import process
+
+    process._stop_spares()  # spares started before the secret was set would not show it
+    judge = Judge("cpu", seeds=1, limits={"load": 60, "run": 30})
+    result = judge.evaluate("vector_add", SHOW_ENVIRONMENT, "triton")
+    text = "\n".join(result.messages)
+    assert result.status == "runtime_error" and "ENV " in text and "PATH" in text, result.messages
+    assert secret_in_judge_environment not in text, "the judge's environment reached the worker"
+    assert "KERNELDOJO_TOKENS" not in text and "WANDB_API_KEY" not in text
+    assert "KERNELDOJO_TOKENS" in os.environ  # the judge's own environment is left as it was
