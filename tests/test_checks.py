@@ -55,7 +55,7 @@ def test_calling_the_exact_form_of_a_reference_is_flagged_too(judge):
 
 
 def test_a_child_process_is_refused_in_cpu_mode(judge):
-    # The CPU worker's seccomp filter (sandbox/worker/no_new_processes.py); on a GPU, a child still alive after
+    # The CPU worker's seccomp filter (sandbox/worker/syscall_filter.py); on a GPU, a child still alive after
     # the call is flagged threads_left_running (tests/adversarial/exploits/background_process.py).
     source = "import subprocess\n\ndef solution(x, y):\n    subprocess.Popen(['sleep', '30'])\n    return x + y\n"
     result = judge.evaluate("vector_add", source, "python")

@@ -32,7 +32,7 @@ from .channel import WorkerEnd
 from .confine import Plan, enter
 from .environment import scrub
 from .harness import Solution
-from .no_new_processes import forbid_new_processes
+from .syscall_filter import refuse_processes_and_sockets
 from .triton_interpreter import interpreter
 from .watches import ForbiddenOps, interpreter_code
 
@@ -71,9 +71,9 @@ def serve(requests, replies, device_spec: str, scratch: str, outputs_by_value: b
         _launch_trivial_triton_kernel(device_spec)
     if device_spec == "cpu":  # the interpreter's code, known before any submission's is loaded
         interpreter_code()
-        no_new_processes = forbid_new_processes()
-        if no_new_processes is not True:
-            print(f"kerneldojo worker: no seccomp filter on new processes ({no_new_processes})", file=sys.stderr)
+        syscall_filter = refuse_processes_and_sockets()
+        if syscall_filter is not True:
+            print(f"kerneldojo worker: no seccomp filter ({syscall_filter})", file=sys.stderr)
     session = _Session(device_spec, outputs_by_value, replies)
     while True:
         sequence, op, args = requests.get()

@@ -1,11 +1,13 @@
-"""No new processes from submission code: a seccomp filter that the worker loads on itself before it
-takes a submission, in CPU mode.
+"""No new processes and no unix sockets from submission code: a seccomp filter that the worker loads on itself
+before it takes a submission, in CPU mode.
 
 A child process escapes every watch that lives in the worker's memory (the child records its operator
 calls in its own copy of the watch, and is reaped before the call returns). The filter refuses `fork`,
 `vfork`, `clone` without CLONE_THREAD (threads stay allowed: torch and OpenMP use them) and `execve`.
 `clone3` passes its flags in memory, which a filter cannot read: it gets ENOSYS, and glibc falls back to
-`clone`. libseccomp sets no_new_privs, and a filter cannot be removed by the code it filters.
+`clone`. New unix-domain sockets are refused too (the worker's channel to the judge is already open): a
+socket at a path the worker can see, or an abstract one, is a door to whatever serves it on the host.
+libseccomp sets no_new_privs, and a filter cannot be removed by the code it filters.
 
 GPU mode keeps fork for now: the harness runs cuobjdump and the Nsight Compute replay as children after
 the submission loaded (docs/threat-model.md)."""
@@ -13,11 +15,12 @@ the submission loaded (docs/threat-model.md)."""
 from __future__ import annotations
 
 import errno
+import socket
 
 CLONE_THREAD = 0x00010000
 
 
-def forbid_new_processes() -> str | bool:
+def refuse_processes_and_sockets() -> str | bool:
     """Load the filter on this process (and every thread it starts later). True, or why it is unavailable."""
     try:
         import pyseccomp as seccomp
@@ -29,6 +32,7 @@ def forbid_new_processes() -> str | bool:
         rules.add_rule(refuse, name)
     rules.add_rule(refuse, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
     rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    rules.add_rule(refuse, "socket", seccomp.Arg(0, seccomp.EQ, socket.AF_UNIX))
     try:
         rules.load()
     except OSError as e:

@@ -41,3 +41,19 @@ def test_the_judges_secrets_do_not_reach_a_worker(secret_in_judge_environment):
     assert secret_in_judge_environment not in text, "the judge's environment reached the worker"
     assert "KERNELDOJO_TOKENS" not in text and "WANDB_API_KEY" not in text
     assert "KERNELDOJO_TOKENS" in os.environ  # the judge's own environment is left as it was
+
+
+# A unix socket at a path the judge serves (a docker.sock, a database's socket): refused before the path matters.
+CONNECT_UNIX = """
+import socket
+
+
+def solution(x, y):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect("/run/some.sock")
+"""
+
+
+def test_a_cpu_worker_opens_no_unix_socket():
+    result = Judge("cpu", seeds=1, limits={"load": 60, "run": 30}).evaluate("vector_add", CONNECT_UNIX, "triton")
+    assert result.status == "runtime_error" and "Operation not permitted" in result.messages[0], result.messages
