@@ -11,10 +11,10 @@ the kernel allows:
   still open by their file permissions;
 - a **pid namespace** (the worker is pid 1 of it: it cannot see or signal the judge or other
   workers, `os.getppid()` is 0, and killing it kills everything it started), with its own /proc;
-- **mount, ipc and network namespaces**: a read-only view of the file system in which /tmp, home
-  directories, the build cache, other workers' scratch folders and the judge's caches are empty
-  tmpfs, and only the worker's own scratch folder is writable; no network at all;
-- then all capabilities dropped (bounding set too) and `no_new_privs`.
+- **mount, ipc and network namespaces**: a root of its own built from an allowlist (`Plan.root`: Python,
+  its packages, system libraries, CUDA, a few files of /etc), read-only, in which only the scratch folder,
+  /tmp, /var/tmp and a private /dev/shm, each a capped tmpfs, are writable; no network at all;
+- then all capabilities dropped (bounding set too) and `no_new_privs`, and every fd but the socket closed.
 
 The spawned process (the one `multiprocessing` knows) is multithreaded once torch and numpy are
 imported (OpenBLAS starts its pool at import), and a multithreaded process may not enter a user or
