@@ -7,6 +7,7 @@ which says what each protection stops.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import itertools
 import os
@@ -344,6 +345,17 @@ class WorkerHandle:
         with contextlib.suppress(OSError):
             self.control.close()
         self._closed = True
+
+
+PR_SET_DUMPABLE = 4
+
+
+@functools.cache
+def undumpable_judge() -> bool:
+    """Close the judge's /proc/<pid> (environ, mem, maps, fd) and ptrace to its uid. A worker that shares the
+    judge's pid namespace (GPU mode) runs as the judge's uid: without this it could read the judge's memory
+    (inputs, reference outputs) or attach to it. The judge loses core dumps; children that exec are unaffected."""
+    return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
 
 
 def unavailable(protections: dict) -> list[str]:

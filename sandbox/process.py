@@ -197,6 +197,7 @@ def evidence_in_worker(device: Device, task: Task, build: Build, shape: dict, se
 class _Worker:
     def __init__(self, device: Device, limits: dict | None = None):
         ctx = mp.get_context("spawn")
+        isolation.undumpable_judge()
         self.scratch = Path(tempfile.mkdtemp(prefix=f"kerneldojo-worker-{os.getpid()}-"))
         limits = limits or {}
         self.cgroup = isolation.Cgroup(int(limits.get("memory", MEMORY_CAP_BYTES)),

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -57,3 +60,33 @@ def solution(x, y):
 def test_a_cpu_worker_opens_no_unix_socket():
     result = Judge("cpu", seeds=1, limits={"load": 60, "run": 30}).evaluate("vector_add", CONNECT_UNIX, "triton")
     assert result.status == "runtime_error" and "Operation not permitted" in result.messages[0], result.messages
+
+
+# A judge with no privilege and no user namespace for its workers: a process of its uid reads its /proc/<pid>.
+PEEK_AT_PARENT = """
+import os, sys
+if sys.argv[1] == "closed":
+    from kerneldojo.sandbox.isolation import undumpable_judge
+    assert undumpable_judge()
+judge = os.getpid()
+if os.fork() == 0:
+    try:
+        open(f"/proc/{judge}/environ", "rb").read()
+        print("open")
+    except PermissionError:
+        print("closed")
+    os._exit(0)
+os.wait()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to act as a user")
+@pytest.mark.parametrize("expected", ["open", "closed"])
+def test_the_judges_proc_is_closed_to_a_worker_of_its_uid(expected):
+    """GPU mode's workers share the judge's pid namespace; without a user namespace they also share its uid and
+    capabilities (none, for a judge that is not root): /proc/<judge>/environ and mem must then be closed.
+    `open` is the control: the same peek at a judge that did not close itself."""
+    command = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", sys.executable, "-c",
+               PEEK_AT_PARENT, expected]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd="/")
+    assert done.stdout.strip() == expected, done.stdout + done.stderr
