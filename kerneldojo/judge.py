@@ -296,6 +296,11 @@ class Judge:
         try:
             got = outputs_from_bytes(reply.get("outputs"), specs, self.device.torch_device)
         except ValueError as e:
+        if problems := reply.get("problems"):
+            said = "\n".join(f"{who} said:\n{capped(reply.get(key, ''))[-1500:]}"
+                             for who, key in (("ncu", "stderr"), ("the replay", "replay_log")) if reply.get(key))
+            return {"evidence_wrong": wrong(f"the replay (exit {reply.get('returncode')}) wrote no outputs "
+                                            f"({capped(problems)[:300]}); {said}")}
             return {"evidence_wrong": wrong(f"the replay's outputs were malformed ({e})")}
         if problems := reply.get("problems"):
             tail = capped(reply.get("stderr", ""))[-1500:]

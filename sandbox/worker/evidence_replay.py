@@ -26,6 +26,7 @@ from pathlib import Path
 CSV_CAP_BYTES = 4 << 20  # ncu's output kept; one row per launch, so thousands of launches fit
 # Outputs are written in chunks of this size: the worker's files are capped at 16 MiB (RLIMIT_FSIZE).
 CHUNK_BYTES = 8 << 20
+LOG_NAME = "replay_output.txt"  # the replay's stdout and stderr (ncu's stdout is the table)
 
 
 class OutputFileError(ValueError):
@@ -107,7 +108,20 @@ def gather(task_id: str, build, shape: dict, seeds: list[int], output_specs: lis
         outputs.append(row)
     return {"csv": done.stdout[-CSV_CAP_BYTES:].decode(errors="replace"), "outputs": outputs,
             "problems": problems[:10], "returncode": done.returncode,
-            "stderr": done.stderr[-4000:].decode(errors="replace")}
+            "stderr": done.stderr[-4000:].decode(errors="replace"), "replay_log": _log_tail(folder / LOG_NAME)}
+
+
+def _log_tail(path: Path, nbytes: int = 4000) -> str:
+    """The end of the replay's own output (its traceback, if it failed), read as untrusted: no link followed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        f.seek(max(0, os.fstat(fd).st_size - nbytes))
+        return f.read(nbytes).decode(errors="replace")
 
 
 def _to_device(t, device):
@@ -153,7 +167,7 @@ def replay(spec: dict) -> None:
     from .harness import Solution
 
     # ncu's stdout is the table the judge reads: nothing of this process's goes there.
-    out = os.open("replay_output.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    out = os.open(LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(out, 1)
     os.dup2(out, 2)
     os.close(out)
