@@ -293,19 +293,15 @@ class Judge:
         if "timeout" in reply:
             raise SubmissionTimeout(capped(reply["timeout"]))
         wrong = functools.partial(message, "evidence_wrong")
-        try:
-            got = outputs_from_bytes(reply.get("outputs"), specs, self.device.torch_device)
-        except ValueError as e:
         if problems := reply.get("problems"):
             said = "\n".join(f"{who} said:\n{capped(reply.get(key, ''))[-1500:]}"
                              for who, key in (("ncu", "stderr"), ("the replay", "replay_log")) if reply.get(key))
             return {"evidence_wrong": wrong(f"the replay (exit {reply.get('returncode')}) wrote no outputs "
                                             f"({capped(problems)[:300]}); {said}")}
+        try:
+            got = outputs_from_bytes(reply.get("outputs"), specs, self.device.torch_device)
+        except ValueError as e:
             return {"evidence_wrong": wrong(f"the replay's outputs were malformed ({e})")}
-        if problems := reply.get("problems"):
-            tail = capped(reply.get("stderr", ""))[-1500:]
-            return {"evidence_wrong": wrong(f"the replay wrote no outputs ({capped(problems)[:500]}); ncu said:\n"
-                                            f"{tail}")}
         for k, (inputs, outputs, want) in enumerate(zip(sets, got, expected)):
             try:
                 _compare(task, case, inputs, outputs, want, f"{case}, call {k + 1} of {len(sets)}")
