@@ -6,7 +6,8 @@ calls in its own copy of the watch, and is reaped before the call returns). The 
 `vfork`, `clone` without CLONE_THREAD (threads stay allowed: torch and OpenMP use them) and `execve`.
 `clone3` passes its flags in memory, which a filter cannot read: it gets ENOSYS, and glibc falls back to
 `clone`. New unix-domain sockets are refused too (the worker's channel to the judge is already open): a
-socket at a path the worker can see, or an abstract one, is a door to whatever serves it on the host.
+socket at a path the worker can see, or an abstract one, is a door to whatever serves it on the host; io_uring,
+which opens sockets and files without those system calls (red team round 8), is refused as a whole.
 libseccomp sets no_new_privs, and a filter cannot be removed by the code it filters.
 
 GPU mode keeps fork for now: the harness runs cuobjdump and the Nsight Compute replay as children after
@@ -33,6 +34,8 @@ def refuse_processes_and_sockets() -> str | bool:
     rules.add_rule(refuse, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
     rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
     rules.add_rule(refuse, "socket", seccomp.Arg(0, seccomp.EQ, socket.AF_UNIX))
+    for name in ("io_uring_setup", "io_uring_enter", "io_uring_register"):  # makes sockets without socket()
+        rules.add_rule(refuse, name)
     try:
         rules.load()
     except OSError as e:

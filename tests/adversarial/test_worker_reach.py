@@ -90,3 +90,25 @@ def test_the_judges_proc_is_closed_to_a_worker_of_its_uid(expected):
                PEEK_AT_PARENT, expected]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd="/")
     assert done.stdout.strip() == expected, done.stdout + done.stderr
+
+
+# io_uring makes sockets (and opens files) without the socket() call the filter watches (red team round 8).
+IO_URING = """
+import ctypes
+
+
+def solution(x, y):
+    libc = ctypes.CDLL(None, use_errno=True)
+    params = ctypes.create_string_buffer(120)
+    fd = libc.syscall(425, 8, params)  # io_uring_setup(entries, params) on x86-64
+    raise RuntimeError(f"io_uring_setup returned {fd}, errno {ctypes.get_errno()}")
+"""
+
+
+def test_a_cpu_worker_has_no_io_uring():
+    import platform
+
+    if platform.machine() != "x86_64":
+        pytest.skip("the system call number is x86-64's")
+    result = Judge("cpu", seeds=1, limits={"load": 60, "run": 30}).evaluate("vector_add", IO_URING, "triton")
+    assert "io_uring_setup returned -1, errno 1" in result.messages[0], result.messages
