@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+from kerneldojo.adapters.runtime import EXTENSION_PRELUDE
 from kerneldojo.sandbox.device import cuda_tool
 from kerneldojo.sandbox.protocol import Build, CompileError
 from kerneldojo.sandbox.worker.compiler import PROTECTIONS_PREFIX
@@ -114,6 +115,11 @@ def compile_submission(task: Task, source: str, language: str, arch: str) -> Bui
         except SyntaxError as e:
             where = f"submission.py, line {e.lineno}"
             raise CompileError(f"{where}: SyntaxError: {e.msg}\n    {(e.text or '').rstrip()}") from None
+        if EXTENSION_PRELUDE in source:  # an adapted KernelBench solution's load_inline calls, built ahead
+            from kerneldojo.graders.extensions import build_extensions  # it builds on this module's helpers
+
+            extensions, built = build_extensions([source])
+            return Build(language, path, extensions=extensions, cached=not built)
         return Build(language, path)
     return _build_native(task, source, language, arch)
 
@@ -208,32 +214,42 @@ def _run_nvcc(nvcc: str, source: str, flags: list[str], library: Path, what: str
     with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
         for name, text in inputs.items():
             (Path(tmp) / name).write_text(text)
-        proc = subprocess.Popen(confined(nvcc, [*flags, "submission.cu", "-o", "submission.so"], Path(tmp), extra_ro),
-                                cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        started = time.monotonic()
-        while True:
-            try:
-                output, _ = proc.communicate(timeout=PROGRESS_EVERY_S)
-                break
-            except subprocess.TimeoutExpired:
-                elapsed = time.monotonic() - started
-                if elapsed > COMPILE_WALL_S:
-                    proc.kill()  # the processes below it die with it; nvcc is pid 1 of its pid namespace
-                    proc.communicate()
-                    raise CompileTimeout(f"nvcc ran past {COMPILE_WALL_S} s of wall-clock time building {what} (the "
-                                       f"machine may be overloaded); simplify the templates or unrolling") from None
-                log.info("building %s with nvcc (%s): %.0f s so far", what, library.parent / "submission.cu", elapsed)
-        output = _log_protections(output)
-        if proc.returncode != 0:
-            # SIGKILL, SIGXCPU: as a signal, or as 128 + it (pid 1 of the build's pid namespace mirrors it so)
-            if proc.returncode in (-9, -24, 137, 152) or re.search(r"signal (9|24)\b", output):
-                raise CompileError(f"nvcc was stopped building {what}: a compiler process used more than "
-                                   f"{COMPILE_CPU_S} s of CPU time; simplify the templates or unrolling")
+        returncode, output = run_confined(nvcc, [*flags, "submission.cu", "-o", "submission.so"], Path(tmp), what,
+                                          "nvcc", extra_ro)
+        if returncode != 0:
             message = _clean_nvcc_output(output, Path(tmp))
             if "solution" in message:  # e.g. the submission's declaration conflicts with the task's
                 message += f"\nthe task's entry point (kerneldojo show TASK): {header.splitlines()[-1]}"
             raise CompileError(message)
         copy_out(Path(tmp) / "submission.so", library)
+
+
+def run_confined(tool: str, args: list[str], folder: Path, what: str, compiler: str,
+                 extra_ro: tuple[str, ...] = ()) -> tuple[int, str]:
+    """`tool args` run confined in `folder` (`confined`): its exit status and output (stdout and stderr), the
+    confinement it had logged. Past COMPILE_WALL_S it is killed (CompileTimeout); a compiler process stopped
+    past COMPILE_CPU_S is a CompileError. `what` and `compiler` name the build in messages."""
+    proc = subprocess.Popen(confined(tool, args, folder, extra_ro), cwd=folder, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    started = time.monotonic()
+    while True:
+        try:
+            output, _ = proc.communicate(timeout=PROGRESS_EVERY_S)
+            break
+        except subprocess.TimeoutExpired:
+            elapsed = time.monotonic() - started
+            if elapsed > COMPILE_WALL_S:
+                proc.kill()  # the processes below it die with it; the tool is pid 1 of its pid namespace
+                proc.communicate()
+                raise CompileTimeout(f"{compiler} ran past {COMPILE_WALL_S} s of wall-clock time building {what} (the "
+                                     "machine may be overloaded); simplify the templates or unrolling") from None
+            log.info("building %s with %s (%s): %.0f s so far", what, compiler, folder, elapsed)
+    output = _log_protections(output)
+    # SIGKILL, SIGXCPU: as a signal, or as 128 + it (pid 1 of the build's pid namespace mirrors it so)
+    if proc.returncode in (-9, -24, 137, 152) or (proc.returncode and re.search(r"signal (9|24)\b", output)):
+        raise CompileError(f"{compiler} was stopped building {what}: a compiler process used more than "
+                           f"{COMPILE_CPU_S} s of CPU time; simplify the templates or unrolling")
+    return proc.returncode, output
 
 
 # The confined compiler's entry point, run by its path (`sandbox/worker/compiler.py` imports no torch).
@@ -259,7 +275,7 @@ def copy_out(built: Path, library: Path) -> None:
     try:
         fd = os.open(built, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as e:
-        raise CompileError(f"nvcc left no library: {e.strerror}") from None
+        raise CompileError(f"the build left no library: {e.strerror}") from None
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_LIBRARY_BYTES:

@@ -207,6 +207,9 @@ class Judge:
         with _phase(result, "compile"):
             build = compile_submission(task, source, language, self.device.arch)
         result.compile_s = result.phases["compile"]
+        if build.extensions:  # load_inline's, built ahead (`graders.extensions`)
+            result.messages.append(f"load_inline: {len(build.extensions)} extension(s) "
+                                   + ("reused build (cached by content)" if build.cached else "built ahead, confined"))
         own = self._own_kernels(build, source, language)  # refuses own kernels named like a vendor's
         if build.libraries and self.device.mode == "cpu":
             result.status = "compiled"

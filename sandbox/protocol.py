@@ -121,6 +121,7 @@ class Build:
     source_path: Path  # the submission as written to disk
     libraries: dict[str, Path] = field(default_factory=dict)  # dtype -> .so, for cuda/cute
     cached: bool = False
+    extensions: dict[str, Path] = field(default_factory=dict)  # load_inline module name -> prebuilt .so
 
 
 @dataclass
@@ -181,7 +182,8 @@ class _Pickler(pickle.Pickler):
         if isinstance(obj, Build):  # its files go along: the worker sees no build cache
             fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.init}
             libraries = {dtype: path.read_bytes() for dtype, path in obj.libraries.items()}
-            return ("build", fields, obj.source_path.read_bytes(), libraries)
+            extensions = {name: path.read_bytes() for name, path in obj.extensions.items()}
+            return ("build", fields, obj.source_path.read_bytes(), libraries, extensions)
         if isinstance(obj, BaseModel):
             return ("model", type(obj).__name__, obj.model_dump(mode="python"))
         if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -246,7 +248,7 @@ class _Unpickler(pickle.Unpickler):
                 cls = self.find_class(*pid[1].rsplit(".", 1))
             if cls is not None:
                 return cls(**pid[2])
-        if kind == "build" and len(pid) == 4 and self.trusted:
+        if kind == "build" and len(pid) == 5 and self.trusted:
             return self.materialize(*pid[1:])
         if kind == "shared_fd" and len(pid) == 7 and self.trusted:
             _, index, size, dtype_name, offset, shape, stride = pid

@@ -93,15 +93,23 @@ def solution_for(problem: Problem, solutions: Path) -> Path | None:
 
 
 def evaluate_folder(level: str | Path, solutions: str | Path, judge) -> SuiteResult:
-    """Each problem of a level folder with its solution from `solutions` (missing: skipped)."""
-    results = {}
-    for problem in load_level(level):
+    """Each problem of a level folder with its solution from `solutions` (missing: skipped). The solutions'
+    load_inline extensions build first, all at once on the judge's cores (`graders.extensions`)."""
+    problems = load_level(level)
+    sources = {}
+    for problem in problems:
         file = solution_for(problem, Path(solutions))
         if file is None:
             problem.reason = problem.reason or f"no solution for {problem.path.name} in {solutions}"
             problem.task = None
-        results[problem.name] = problem.evaluate(file.read_text() if file else "", judge)
-    return SuiteResult(results)
+        sources[problem.name] = file.read_text() if file else ""
+    ahead = [p.wrap(sources[p.name]) for p in problems
+             if p.task and "load_inline" in sources[p.name] and not p.skip(sources[p.name], judge.device.mode)]
+    if ahead:
+        from kerneldojo.graders.extensions import build_extensions
+
+        build_extensions(ahead, strict=False)
+    return SuiteResult({p.name: p.evaluate(sources[p.name], judge) for p in problems})
 
 
 class _Unsupported(Exception):
@@ -109,10 +117,20 @@ class _Unsupported(Exception):
 
 
 def _skip(source: str, mode: str) -> str | None:
-    if mode == "cpu" and "load_inline" in source:
+    if mode == "cpu" and "load_inline" in source and _uses_cuda(source):
         return ("a load_inline CUDA solution builds only where torch has CUDA: skipped in CPU mode (run it on a "
                 "GPU judge)")
     return None
+
+
+def _uses_cuda(source: str) -> bool:
+    """Whether a load_inline solution builds CUDA (a C++-only one, `cpp_sources` alone, builds and runs on a CPU)."""
+    if re.search(r"\bcuda_sources\b|\bwith_cuda\s*=\s*True", source):
+        return True
+    try:
+        return any(c.get("cuda_sources") or c.get("with_cuda") for c in runtime.load_inline_calls(source))
+    except SyntaxError:
+        return False
 
 
 def _named_extensions(source: str) -> str:

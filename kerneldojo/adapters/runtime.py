@@ -262,10 +262,33 @@ def name_extensions_by_content() -> None:
     def load_inline(*args, **kwargs):
         bound = signature.bind(*args, **kwargs)
         key = extension_key(bound.arguments, torch.__version__, torch.version.cuda, device_arch())
-        bound.arguments["name"] = extension_name(bound.arguments, key)
+        name = bound.arguments["name"] = extension_name(bound.arguments, key)
+        if name in _prebuilt and bound.arguments.get("is_python_module", True) is True:
+            return import_extension(name, _prebuilt[name])
         return original(*bound.args, **bound.kwargs)
 
     cpp_extension.load_inline = load_inline
+
+
+_prebuilt: dict[str, Path] = {}  # module name -> library the judge built (`graders.extensions`)
+
+
+def use_prebuilt_extensions(libraries: dict[str, Path]) -> None:
+    """The worker, before it imports a solution: these libraries are its load_inline calls' builds, by name."""
+    _prebuilt.update(libraries)
+
+
+def import_extension(name: str, library: Path) -> types.ModuleType:
+    """A built extension module, imported from its library under the name it was built with (its
+    `PyInit_<name>`), as torch's load_inline imports what it built."""
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.ExtensionFileLoader(name, str(library))
+    spec = importlib.util.spec_from_file_location(name, library, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
 
 
 # -- GPU MODE reference-kernels --------------------------------------------------------------------

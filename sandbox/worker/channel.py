@@ -29,7 +29,8 @@ class WorkerEnd:
             data = dumps((*head, "runtime_error", f"the reply could not be sent: {type(e).__name__}: {e}"))
         send_frame(self.sock, data)
 
-    def _materialize(self, fields: dict, source: bytes, libraries: dict[str, bytes]) -> Build:
+    def _materialize(self, fields: dict, source: bytes, libraries: dict[str, bytes], extensions: dict[str, bytes]
+                     ) -> Build:  # fmt: skip
         """Write the build where the worker can read it, and point a Build there."""
         self.build_dir.mkdir(parents=True, exist_ok=True)
         source_path = self.build_dir / Path(fields["source_path"]).name
@@ -38,4 +39,8 @@ class WorkerEnd:
         for dtype, data in libraries.items():
             paths[dtype] = self.build_dir / f"{dtype}-submission.so"
             paths[dtype].write_bytes(data)
-        return Build(**{**fields, "source_path": source_path, "libraries": paths})
+        prebuilt = {}  # load_inline's: the module name, from the judge, names the file
+        for name, data in extensions.items():
+            prebuilt[name] = self.build_dir / f"{name}.so"
+            prebuilt[name].write_bytes(data)
+        return Build(**{**fields, "source_path": source_path, "libraries": paths, "extensions": prebuilt})

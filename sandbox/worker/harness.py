@@ -281,6 +281,10 @@ class Solution:
 
     def _import_python(self) -> Callable:
         path = self.build.source_path
+        if self.build.extensions:  # what the solution's load_inline imports instead of building
+            from kerneldojo.adapters.runtime import use_prebuilt_extensions
+
+            use_prebuilt_extensions(self.build.extensions)
         self._module_name = f"kerneldojo_submission_{os.getpid()}_{next(_module_ids)}"
         spec = importlib.util.spec_from_file_location(self._module_name, path)
         module = importlib.util.module_from_spec(spec)

@@ -1,0 +1,106 @@
+"""`load_inline` extensions of adapted KernelBench solutions, built by the judge ahead of the run and cached by
+content (a cold `load_inline` build of one small CUDA kernel took 59 s on an H100).
+
+The calls are found in the solution's text without running it (`runtime.load_inline_calls`); each is keyed
+by what its binary depends on (`runtime.extension_key`: sources, functions, flags, torch and CUDA versions,
+the GPU's arch) and named `kd_<key>` (`runtime.extension_name`), as the worker's prelude names it. A key
+with no library in the cache is built by torch's own `load_inline`, in a Python process confined as the
+worker is (`sandbox/worker/extension_build.py` under `sandbox/worker/compiler.py`: its folder its only
+writable path, no network, no GPU), which builds without importing the result. The judge copies the library
+out (`compile.copy_out`: no link followed, size-capped, written once under its key), so the cache holds only
+what a confined build of that key's text produced: no worker ever writes to it. Several keys build at once,
+one confined build per core. The libraries travel with the submission (`Build.extensions`); the worker's
+`load_inline` imports a prebuilt one by its name and builds only what was not prebuilt (a call built at
+run time from computed arguments).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from kerneldojo.adapters import runtime
+from kerneldojo.graders.compile import cache_dir, copy_out, run_confined
+from kerneldojo.sandbox.protocol import CompileError
+
+BUILD_ENTRY = Path(__file__).resolve().parent.parent / "sandbox" / "worker" / "extension_build.py"
+MAX_MESSAGE_CHARS = 4000
+
+
+def build_extensions(sources: list[str], arch: str | None = None, strict: bool = True
+                     ) -> tuple[dict[str, Path], list[str]]:  # fmt: skip
+    """The statically found load_inline calls of `sources`, built where not cached: (module name -> library,
+    the names built now). `arch` as `runtime.device_arch` gives it (the worker keys its calls with the same).
+    The first failure, in the sources' order, is a CompileError with the compiler's message; not `strict` (a
+    batch building ahead), failures are left out (not cached: the solution's own compile phase says why)."""
+    arch = arch or runtime.device_arch()
+    wanted: dict[str, tuple[str, dict]] = {}  # name -> (key, arguments)
+    for source in sources:
+        for call in runtime.load_inline_calls(source):
+            if call.get("is_python_module", True) is not True or call.get("is_standalone"):
+                continue  # a torch.ops library or an executable: built by the worker, as before
+            key = runtime.extension_key(call, torch.__version__, torch.version.cuda, arch)
+            wanted[runtime.extension_name(call, key)] = key, call
+    libraries = {name: cache_dir() / "extensions" / key / f"{name}.so" for name, (key, _) in wanted.items()}
+    missing = [name for name, library in libraries.items() if not library.exists()]
+    if missing:
+        cores = len(os.sched_getaffinity(0))
+        jobs = max(1, cores // len(missing))  # ninja's jobs in each build: the cores shared out
+        with concurrent.futures.ThreadPoolExecutor(min(cores, len(missing)), "kerneldojo-load-inline") as pool:
+            futures = [pool.submit(_build, name, wanted[name][1], libraries[name], arch, jobs) for name in missing]
+            for future in futures:
+                try:
+                    future.result()
+                except CompileError:
+                    if strict:
+                        raise
+    return {n: lib for n, lib in libraries.items() if lib.exists()}, missing
+
+
+def _build(name: str, arguments: dict, library: Path, arch: str, jobs: int) -> None:
+    library.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
+        folder = Path(tmp)
+        call = {"arguments": {**arguments, "name": name, "build_directory": str(folder), "verbose": False},
+                "environ": _environ(arch, jobs)}
+        (folder / "call.json").write_text(json.dumps(call))
+        returncode, output = run_confined(sys.executable, ["-I", str(BUILD_ENTRY), "call.json"], folder,
+                                          f"load_inline extension {name}", "the load_inline build")
+        if returncode != 0:
+            raise CompileError(clean_build_output(output, folder))
+        copy_out(folder / f"{name}.so", library)
+
+
+def _environ(arch: str, jobs: int) -> dict[str, str]:
+    """What torch's build reads: the CUDA toolkit (a CPU-only torch finds none itself) and the arch to build for
+    (the confined build sees no GPU: `sm_90` -> `9.0+PTX`, what torch picks on that GPU)."""
+    from torch.utils import cpp_extension
+
+    env = {"MAX_JOBS": str(jobs)}
+    home = cpp_extension.CUDA_HOME or os.environ.get("CUDA_HOME") or next(
+        (p for p in ("/usr/local/cuda",) if os.path.isdir(p)), None)
+    if home:
+        env["CUDA_HOME"] = home
+    if arch.startswith("sm_") and arch[3:].isdigit():
+        env["TORCH_CUDA_ARCH_LIST"] = f"{arch[3:-1]}.{arch[-1]}+PTX"
+    elif arch != "none":
+        env["TORCH_CUDA_ARCH_LIST"] = arch
+    return env
+
+
+def clean_build_output(output: str, folder: Path) -> str:
+    """torch's build error as a user reads it: paths relative to the build folder, ninja's compiler command lines
+    (hundreds of include flags) left out, the compiler's own lines kept, capped."""
+    text = output.replace(f"{folder}/", "").replace(str(folder), ".")
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("FAILED: ", "[", "ninja: "))
+             and not (ln.count(" -I") > 3 or ln.count(" -D") > 3)]
+    message = "\n".join(lines)
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = message[:MAX_MESSAGE_CHARS] + f"\n[... {len(message) - MAX_MESSAGE_CHARS} more characters]"
+    return f"the load_inline build failed:\n{message}"
