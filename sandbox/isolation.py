@@ -215,10 +215,14 @@ def root_allowlist(gpu: bool, extra: tuple[str, ...] = ()) -> list[tuple[str, st
 @functools.cache
 def _package_folders() -> tuple[str, ...]:
     """The site folders holding imported modules (torch, triton and their dependencies load more lazily: the
-    whole folder), and the kerneldojo package's folders (an editable install maps subpackages elsewhere)."""
+    whole folder), PYTHONPATH's folders that do, and the kerneldojo package's folders (an editable install maps
+    subpackages elsewhere)."""
     import importlib.util
 
     site = {os.path.realpath(p) for p in sys.path if p and p.rstrip("/").endswith(("site-packages", "dist-packages"))}
+    # Folders the user put on PYTHONPATH are install locations too (`pip install --target`): a new Python process
+    # in the sandbox (the evidence replay, a compiler's helper) imports from them, not from this one's memory.
+    site |= {os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(":") if os.path.isabs(p)}
     folders = set()
     for name, module in list(sys.modules.items()):
         files = [getattr(module, "__file__", None)]
