@@ -62,3 +62,44 @@ def test_a_symlink_left_as_the_library_is_not_followed(tmp_path):
     with pytest.raises(CompileError, match="no library"):
         compile_mod.copy_out(tmp_path / "submission.so", tmp_path / "out.so")
     assert not (tmp_path / "out.so").exists()
+
+
+def _doubling_warnings(n: int) -> str:
+    """A source that makes nvcc print 2^n warnings, each quoting the expanded line (red team round 8)."""
+    lines = ["#define A0 {int v;}"] + [f"#define A{i} A{i - 1} A{i - 1}" for i in range(1, n + 1)]
+    return "\n".join(lines) + f"\nstatic void f(){{ A{n} }}\n" + (
+        'extern "C" void solution(const float* x, const float* y, float* out, int64_t n, cudaStream_t stream) {}\n')
+
+
+def test_a_build_that_prints_without_end_is_stopped_and_its_output_kept_bounded(fresh_cache):
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(CompileError) as raised:
+        compile_mod.compile_submission(get_task("vector_add"), _doubling_warnings(12), "cuda", "90")
+    text = str(raised.value)
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert "the build was stopped" in text, text[-2000:]
+    assert len(text) < 200_000 and grown_mib < 200, (len(text), grown_mib)
+
+
+def test_a_build_reads_no_input_of_the_judges(fresh_cache):
+    """`#include "/dev/stdin"` read the judge's input (red team round 8): a build's stdin is /dev/null, and it
+    has no terminal (no /dev/tty in its /dev)."""
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"#error JUDGE_INPUT_REACHED\n")
+    os.close(write_end)
+    saved = os.dup(0)
+    os.dup2(read_end, 0)
+    try:
+        for device in ("/dev/stdin", "/dev/tty"):
+            try:
+                compile_mod.compile_submission(get_task("vector_add"), f'#include "{device}"\n' + subs.VECTOR_ADD_CUDA,
+                                               "cuda", "90")
+            except CompileError as e:
+                assert "JUDGE_INPUT_REACHED" not in str(e), str(e)
+        assert os.read(0, 100) == b"#error JUDGE_INPUT_REACHED\n"  # still unread
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(read_end)

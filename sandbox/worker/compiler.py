@@ -13,6 +13,7 @@ for the judge's log (`PROTECTIONS_PREFIX`).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -23,6 +24,10 @@ from multiprocessing.connection import Pipe
 from pathlib import Path
 
 PROTECTIONS_PREFIX = "kerneldojo-compiler-protections: "
+# The compiler's output that reaches the judge: its head and tail. A source can make nvcc print without end (a
+# warning per expansion of a doubling macro, each quoting the expanded line: red team round 8 grew the judge by
+# GBs from 718 characters); past OUTPUT_CAP_BYTES the build is stopped.
+KEPT_BYTES, OUTPUT_CAP_BYTES = 64 << 10, 16 << 20
 
 
 def main(argv: list[str]) -> None:
@@ -38,6 +43,12 @@ def main(argv: list[str]) -> None:
                          (resource.RLIMIT_FSIZE, int(file_bytes))):  # fmt: skip
         resource.setrlimit(limit, (value, value + 5 if limit == resource.RLIMIT_CPU else value))
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    # No terminal and no input of the judge's: `#include "/dev/stdin"` or "/dev/tty" read what the operator typed.
+    with contextlib.suppress(OSError):
+        os.setsid()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
     control, _unread = Pipe()  # enter reports to a worker's judge through this; here it goes to the log line
     protections = confine.enter(confine.Plan(**json.loads(plan_json), control=control), lambda: None)
     print(PROTECTIONS_PREFIX + json.dumps(protections, default=str), file=sys.stderr, flush=True)
@@ -45,13 +56,39 @@ def main(argv: list[str]) -> None:
     # This process is pid 1 of the build's pid namespace; the compiler is its child, so that the kernel's signals
     # (SIGXCPU past the CPU limit) reach it as they reach any process (pid 1 ignores those it has no handler for).
     # When it ends, so does this process, and with it every process the build left behind.
+    read_end, write_end = os.pipe()
     compiler = os.fork()
     if compiler == 0:
         try:
+            os.close(read_end)
+            os.dup2(write_end, 1)
+            os.dup2(write_end, 2)
             os.execv(command[0], command)
         finally:
             os._exit(127)
+    os.close(write_end)
+    _relay_bounded(read_end, compiler)
     confine._wait_and_mirror(compiler)
+
+
+def _relay_bounded(fd: int, compiler: int) -> None:
+    """Copy the compiler's output to this process's stderr: its first and last KEPT_BYTES, and what was left out
+    between; past OUTPUT_CAP_BYTES the compiler is killed and the build fails."""
+    head, tail, total = bytearray(), bytearray(), 0
+    while chunk := os.read(fd, 1 << 16):
+        total += len(chunk)
+        room = max(0, KEPT_BYTES - len(head))
+        head += chunk[:room]
+        tail = (tail + chunk[room:])[-KEPT_BYTES:] if room < len(chunk) else tail
+        if total > OUTPUT_CAP_BYTES:
+            os.kill(compiler, signal.SIGKILL)
+            tail += f"\n[the compiler printed more than {OUTPUT_CAP_BYTES >> 20} MiB: the build was stopped]\n".encode()
+            break
+    os.close(fd)
+    left_out = total - len(head) - len(tail)
+    gap = f"\n[... {left_out} bytes of compiler output left out ...]\n".encode() if left_out > 0 else b""
+    sys.stderr.buffer.write(bytes(head) + gap + bytes(tail))
+    sys.stderr.flush()
 
 
 if __name__ == "__main__":

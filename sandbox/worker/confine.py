@@ -334,7 +334,7 @@ def _inside(plan: Plan, active: dict, redirect_output) -> dict:
 # The device nodes a worker keeps in a /dev of its own (the few any program needs); GPU mode adds NVIDIA's
 # nodes and the host's /dev/shm (CUDA IPC). Nothing else of the host's /dev is there: no kmsg, console,
 # loop-control or block device, which a read-only mount would not stop a write to.
-DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+DEV_NODES = ("null", "zero", "full", "random", "urandom")  # no tty: the judge's terminal is nobody's input
 
 
 def _private_dev(gpu: bool, root: str) -> None:
