@@ -19,6 +19,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -82,7 +83,8 @@ def _environ(arch: str, jobs: int) -> dict[str, str]:
     (the confined build sees no GPU: `sm_90` -> `9.0+PTX`, what torch picks on that GPU)."""
     from torch.utils import cpp_extension
 
-    env = {"MAX_JOBS": str(jobs)}
+    # ninja: the one on PATH, or beside this Python (`pip install ninja`, a venv not activated)
+    env = {"MAX_JOBS": str(jobs), "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH') or '/usr/bin:/bin'}"}
     home = cpp_extension.CUDA_HOME or os.environ.get("CUDA_HOME") or next(
         (p for p in ("/usr/local/cuda",) if os.path.isdir(p)), None)
     if home:
@@ -98,8 +100,9 @@ def clean_build_output(output: str, folder: Path) -> str:
     """torch's build error as a user reads it: paths relative to the build folder, ninja's compiler command lines
     (hundreds of include flags) left out, the compiler's own lines kept, capped."""
     text = output.replace(f"{folder}/", "").replace(str(folder), ".")
+    text = re.sub(r"(Error building extension '\w+'):.*", r"\1:", text)  # then ninja's first command line
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("FAILED: ", "[", "ninja: "))
-             and not (ln.count(" -I") > 3 or ln.count(" -D") > 3)]
+             and not re.search(r"\s-(isystem|I|c)\s", ln)]
     message = "\n".join(lines)
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[:MAX_MESSAGE_CHARS] + f"\n[... {len(message) - MAX_MESSAGE_CHARS} more characters]"
