@@ -23,7 +23,6 @@ import threading
 import time
 from pathlib import Path
 
-from kerneldojo.adapters.runtime import EXTENSION_PRELUDE
 from kerneldojo.sandbox.device import cuda_tool
 from kerneldojo.sandbox.protocol import Build, CompileError
 from kerneldojo.sandbox.worker.compiler import PROTECTIONS_PREFIX
@@ -115,11 +114,6 @@ def compile_submission(task: Task, source: str, language: str, arch: str) -> Bui
         except SyntaxError as e:
             where = f"submission.py, line {e.lineno}"
             raise CompileError(f"{where}: SyntaxError: {e.msg}\n    {(e.text or '').rstrip()}") from None
-        if EXTENSION_PRELUDE in source:  # an adapted KernelBench solution's load_inline calls, built ahead
-            from kerneldojo.graders.extensions import build_extensions  # it builds on this module's helpers
-
-            extensions, built = build_extensions([source])
-            return Build(language, path, extensions=extensions, cached=not built)
         return Build(language, path)
     return _build_native(task, source, language, arch)
 

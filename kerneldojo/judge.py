@@ -12,6 +12,7 @@ decides them, and `evaluate` returns a stored one marked `reused=True` unless as
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from kerneldojo.adapters.runtime import EXTENSION_PRELUDE
 from kerneldojo.graders.checks import Flagged, message
 from kerneldojo.graders.compile import (
     CompileTimeout,
@@ -51,6 +53,7 @@ from kerneldojo.graders.evidence import (
     outputs_from_bytes,
     triton_kernel_names,
 )  # fmt: skip
+from kerneldojo.graders.extensions import build_extensions
 from kerneldojo.graders.ncu import NcuError, NcuReportAltered, parse_ncu_csv, summarise
 from kerneldojo.graders.profile import native_kernel_names
 from kerneldojo.graders.reward import RewardConfig
@@ -206,10 +209,13 @@ class Judge:
             result.ncu = NcuProfile(note=NO_GPU_PROFILE)
         with _phase(result, "compile"):
             build = compile_submission(task, source, language, self.device.arch)
+            if EXTENSION_PRELUDE in source:  # an adapted KernelBench solution: its load_inline calls, built ahead
+                extensions, built = build_extensions([source])
+                build = dataclasses.replace(build, extensions=extensions)
+                if extensions:
+                    result.messages.append(f"load_inline: {len(build.extensions)} extension(s) "
+                                           + ("built ahead, confined" if built else "reused build (cached by content)"))
         result.compile_s = result.phases["compile"]
-        if build.extensions:  # load_inline's, built ahead (`graders.extensions`)
-            result.messages.append(f"load_inline: {len(build.extensions)} extension(s) "
-                                   + ("reused build (cached by content)" if build.cached else "built ahead, confined"))
         own = self._own_kernels(build, source, language)  # refuses own kernels named like a vendor's
         if build.libraries and self.device.mode == "cpu":
             result.status = "compiled"
