@@ -53,7 +53,7 @@ class Channel:
     def _read(self) -> None:
         try:
             while True:
-                data = recv_frame(self.sock, self.cap)
+                data = recv_frame(self.sock, lambda: self.cap)  # the cap of the request sent while it waited
                 self.inbox.put(loads(data, self.device))
         except (EOFError, OSError):
             pass

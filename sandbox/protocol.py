@@ -387,9 +387,10 @@ def send_frame(sock: socket.socket, frame: Frame) -> None:
         os.close(fd)
 
 
-def recv_frame(sock: socket.socket, max_bytes: int | None = None, fds: bool = False) -> Frame:
-    """The next frame; refused unread past `max_bytes`. Descriptors are accepted only with `fds` (the
-    worker's end: requests are trusted); a plain recv on the judge's end discards any a worker sends."""
+def recv_frame(sock: socket.socket, max_bytes: int | Callable[[], int] | None = None, fds: bool = False) -> Frame:
+    """The next frame; refused unread past `max_bytes` (a callable is asked once the header is in: a reader that
+    waits for the next reply learns the cap of the request sent meanwhile). Descriptors are accepted only with
+    `fds` (the worker's end: requests are trusted); a plain recv on the judge's end discards any a worker sends."""
     received: list[int] = []
     if fds:
         head, received, _, _ = socket.recv_fds(sock, FRAME.size, 64)
@@ -399,6 +400,7 @@ def recv_frame(sock: socket.socket, max_bytes: int | None = None, fds: bool = Fa
     else:
         head = _recv_exactly(sock, FRAME.size)
     (length,) = FRAME.unpack(head)
+    max_bytes = max_bytes() if callable(max_bytes) else max_bytes
     if max_bytes is not None and length > max_bytes:
         raise pickle.UnpicklingError(f"a message of {length} bytes, over the limit of {max_bytes}")
     return Frame(_recv_exactly(sock, length), received)

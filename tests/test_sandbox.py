@@ -502,3 +502,25 @@ def test_reference_timing_op_runs_only_in_a_clean_worker(judge):
         worker.stop()
     stats = TimeStats(median_ms=1.0, mean_ms=1.1, min_ms=0.9, max_ms=2.0, iqr_ms=0.1, runs=10)
     assert loads(dumps((1, "ok", stats)), torch.device("cpu")) == (1, "ok", stats)
+
+
+def test_a_reply_is_capped_by_the_request_sent_while_the_reader_waited():
+    """The judge's reader blocks on the next frame before the next request sets its cap: the cap must be the one
+    of the request the reply answers (an evidence reply of 200 MB was refused against the default 4 MiB)."""
+    import torch
+
+    from kerneldojo.sandbox.channel import Channel
+    from kerneldojo.sandbox.protocol import dumps, reply_cap, send_frame
+
+    judge_end, worker_end = socket.socketpair()
+    worker_end.settimeout(10)  # a refused reply is left unread: the send would wait for ever
+    channel = Channel(judge_end, torch.device("cpu"), cuda_ipc=False)
+    try:
+        time.sleep(0.2)  # the reader is now waiting, with the default cap
+        big = b"x" * (reply_cap() + (1 << 20))
+        channel.put((1, "run", ()), max_reply_bytes=reply_cap(len(big)))
+        send_frame(worker_end, dumps((1, "ok", big)))
+        assert channel.get(timeout=10) == (1, "ok", big), channel.error
+    finally:
+        channel.close()
+        worker_end.close()
