@@ -21,9 +21,12 @@ import torch
 
 from kerneldojo.graders.checks import message
 from kerneldojo.graders.profile import VENDOR_KERNEL, kernel_base_name
-from kerneldojo.sandbox.protocol import CompileError
+from kerneldojo.sandbox.protocol import CompileError, sample_positions
 
-REPLAY_CALLS = 3  # replayed calls, each on its own input set from fresh seeds
+REPLAY_CALLS = 2  # replayed calls, each on its own input set from fresh seeds
+# Elements of each output compared (at positions drawn by the judge): a full GB-sized output would cross the
+# channel and be compared whole for every step; a wrong kernel is wrong in far more places than this misses.
+SAMPLE_ELEMENTS = 1 << 16
 # Below this share of GPU time in the submission's own kernels, something else did the work.
 MIN_OWN_SHARE = 0.1
 # ncu replays each kernel serialized, caches flushed before each (--cache-control all) and clocks as they are;
@@ -168,6 +171,12 @@ def outputs_from_bytes(rows: list, specs: list[tuple], device: torch.device) -> 
             tensors.append(raw.view(dtype).reshape(size).to(device))
         calls.append(tuple(tensors))
     return calls
+
+
+def sampled_outputs(outputs: tuple[torch.Tensor, ...], count: int, seed: int) -> tuple[torch.Tensor, ...]:
+    """The elements of each output the replay sends back (`protocol.sample_positions`, output k from seed + k)."""
+    return tuple(t.reshape(-1)[sample_positions(t.numel(), count, seed + k).to(t.device)]
+                 for k, t in enumerate(outputs))
 
 
 def launches_by_name(launches: list[dict]) -> dict[str, list[float]]:

@@ -51,6 +51,7 @@ from kerneldojo.graders.evidence import (
     decide,
     figures,
     outputs_from_bytes,
+    sampled_outputs,
     triton_kernel_names,
 )  # fmt: skip
 from kerneldojo.graders.extensions import build_extensions

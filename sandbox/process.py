@@ -177,16 +177,19 @@ def time_reference_in_worker(device: Device, task: Task | str, shape: dict, kind
 
 
 def evidence_in_worker(device: Device, task: Task, build: Build, shape: dict, seeds: list[int], output_specs: list,
-                       limits: dict[str, float] | None = None) -> dict:
+                       limits: dict[str, float] | None = None, sample: tuple[int, int] | None = None) -> dict:
     """Nsight Compute's record of a replay of `build` at `shape`, one call per seed, gathered by a fresh worker that
     never loads the submission (`worker.evidence_replay`): {"csv", "outputs", "problems", "returncode"}, or
-    {"unavailable": why} / {"timeout": why}. `graders.evidence` reads it; nothing here trusts it."""
+    {"unavailable": why} / {"timeout": why}. With `sample` (count, seed), each output comes back as `count` of its
+    elements (`protocol.sample_positions`). `graders.evidence` reads it; nothing here trusts it."""
     limits = {**LIMITS_S, **(limits or {})}
     worker = _take_worker(device, limits)
     try:
-        cap = reply_cap(len(seeds) * _nbytes(output_specs) + (4 << 20))  # the outputs and ncu's capped CSV
+        sent = output_specs if sample is None else [((min(math.prod(size), sample[0]),), dtype)
+                                                     for size, dtype in output_specs]
+        cap = reply_cap(len(seeds) * _nbytes(sent) + (4 << 20))  # the outputs and ncu's capped CSV
         reply = worker.call("evidence", (task_ref(task), build, dict(shape), list(seeds), output_specs,
-                                         limits["evidence"] - 10), limits["evidence"], cap)
+                                         limits["evidence"] - 10, sample), limits["evidence"], cap)
     finally:
         worker.stop()
     if not isinstance(reply, dict):

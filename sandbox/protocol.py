@@ -108,6 +108,15 @@ def capped(text) -> str:
     return f"{text[:MESSAGE_CAP_CHARS]}\n[... {len(text) - MESSAGE_CAP_CHARS} more characters cut]"
 
 
+def sample_positions(numel: int, count: int, seed: int) -> torch.Tensor:
+    """The flat positions of an output that the evidence pass compares: `count` drawn from `seed` (which the judge
+    keeps from the replay), or all of them when there are no more. The same on both sides of the channel."""
+    if numel <= count:
+        return torch.arange(numel)
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(numel, (count,), generator=generator).sort().values
+
+
 def reply_cap(tensors_bytes: int = 0) -> int:
     """The longest reply the judge reads when the reply may carry `tensors_bytes` of tensors."""
     return tensors_bytes + REPLY_OVERHEAD_BYTES

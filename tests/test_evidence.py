@@ -2,6 +2,7 @@
 ncu CSV fixtures, the judge's own kernel names from a source's syntax, the refusal of vendor-like names, the
 reader of the replay's raw output files. The real replay is in tests/test_gpu_evidence.py (gpu marker)."""
 
+import math
 import os
 
 import pytest
@@ -205,3 +206,19 @@ def test_outputs_are_rebuilt_in_the_judges_shapes_and_nothing_else():
     for bad in ([[t.numpy().tobytes()[:-4]]], [[None]], [[t.numpy().tobytes(), b""]], "calls", [["text"]]):
         with pytest.raises(ValueError):
             outputs_from_bytes(bad, specs, torch.device("cpu"))
+
+
+@pytest.mark.parametrize(("size", "dtype"), [([1000, 3], torch.bfloat16), ([50], torch.float32), ([7, 9], torch.int32)])
+def test_the_replays_sample_is_the_judges(size, dtype):
+    """The evidence worker keeps `count` elements of each output at positions from the judge's seed; the judge
+    picks the same positions of its expected outputs (output k from seed + k)."""
+    from kerneldojo.graders.evidence import sampled_outputs
+    from kerneldojo.sandbox.worker.evidence_replay import _sampled
+
+    full = (torch.arange(math.prod(size)) * 3 % 1001).to(dtype).reshape(size)
+    raw = full.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    count, seed = 100, 12345
+    kept = _sampled(raw, size, str(dtype).removeprefix("torch."), count, seed + 1)
+    want = sampled_outputs((full, full), count, seed)[1]
+    assert want.numel() == min(count, full.numel())
+    assert torch.equal(torch.frombuffer(bytearray(kept), dtype=torch.uint8).view(dtype), want)

@@ -74,11 +74,17 @@ def _nbytes(size: list[int], dtype: str) -> int:
 
 
 def gather(task_id: str, build, shape: dict, seeds: list[int], output_specs: list, limit_s: float,
-           device: str) -> dict:
+           device: str, sample: tuple[int, int] | None = None) -> dict:
     """Run the replay under ncu; {"csv", "outputs" (per call, per output: bytes or None), "problems" (why an
-    output is missing), "returncode"}, or {"unavailable": why} when ncu is absent. Raises nothing of the
-    replay's: what the submission did is the judge's to decide from these."""
+    output is missing), "returncode"}, or {"unavailable": why} when ncu is absent. With `sample` (count, seed)
+    only the elements at `protocol.sample_positions` are sent back (output k's positions from seed + k): the
+    seed stays in this process, which the replay cannot read (it is made undumpable first). Raises nothing of
+    the replay's: what the submission did is the judge's to decide from these."""
+    import ctypes
+
     from kerneldojo.graders.ncu import find_ncu, ncu_command
+
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no /proc/<pid>/mem of this process for the replay
 
     ncu = find_ncu()
     if ncu is None:
@@ -101,7 +107,8 @@ def gather(task_id: str, build, shape: dict, seeds: list[int], output_specs: lis
         row = []
         for index, (size, dtype) in enumerate(specs):
             try:
-                row.append(read_output(folder, call, index, _nbytes(size, dtype)))
+                data = read_output(folder, call, index, _nbytes(size, dtype))
+                row.append(data if sample is None else _sampled(data, size, dtype, sample[0], sample[1] + index))
             except OutputFileError as e:
                 row.append(None)
                 problems.append(str(e))
@@ -109,6 +116,16 @@ def gather(task_id: str, build, shape: dict, seeds: list[int], output_specs: lis
     return {"csv": done.stdout[-CSV_CAP_BYTES:].decode(errors="replace"), "outputs": outputs,
             "problems": problems[:10], "returncode": done.returncode,
             "stderr": done.stderr[-4000:].decode(errors="replace"), "replay_log": _log_tail(folder / LOG_NAME)}
+
+
+def _sampled(data: bytes, size: list[int], dtype: str, count: int, seed: int) -> bytes:
+    import numpy as np
+    import torch
+
+    from kerneldojo.sandbox.protocol import sample_positions
+
+    elements = np.frombuffer(data, dtype=np.uint8).reshape(math.prod(size), getattr(torch, dtype).itemsize)
+    return elements[sample_positions(len(elements), count, seed).numpy()].tobytes()
 
 
 def _log_tail(path: Path, nbytes: int = 4000) -> str:
