@@ -46,6 +46,7 @@ from kerneldojo.graders.correctness import (
 from kerneldojo.graders.evidence import (
     MIN_OWN_SHARE,
     REPLAY_CALLS,
+    SAMPLE_ELEMENTS,
     OwnKernels,
     check_own_names,
     decide,
