@@ -26,6 +26,7 @@ from pathlib import Path
 from kerneldojo.sandbox.device import cuda_tool
 from kerneldojo.sandbox.protocol import Build, CompileError
 from kerneldojo.sandbox.worker.compiler import PROTECTIONS_PREFIX
+from kerneldojo.sandbox.worker.environment import kept
 from kerneldojo.tasks import C_SCALAR_TYPES, LANGUAGES, Task
 
 NVCC_FLAGS = ("-shared", "-Xcompiler", "-fPIC", "-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo")
@@ -223,21 +224,36 @@ def run_confined(tool: str, args: list[str], folder: Path, what: str, compiler: 
     """`tool args` run confined in `folder` (`confined`): its exit status and output (stdout and stderr), the
     confinement it had logged. Past COMPILE_WALL_S it is killed (CompileTimeout); a compiler process stopped
     past COMPILE_CPU_S is a CompileError. `what` and `compiler` name the build in messages."""
-    proc = subprocess.Popen(confined(tool, args, folder, extra_ro), cwd=folder, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    started = time.monotonic()
-    while True:
-        try:
-            output, _ = proc.communicate(timeout=PROGRESS_EVERY_S)
-            break
-        except subprocess.TimeoutExpired:
-            elapsed = time.monotonic() - started
-            if elapsed > COMPILE_WALL_S:
-                proc.kill()  # the processes below it die with it; the tool is pid 1 of its pid namespace
-                proc.communicate()
-                raise CompileTimeout(f"{compiler} ran past {COMPILE_WALL_S} s of wall-clock time building {what} (the "
-                                     "machine may be overloaded); simplify the templates or unrolling") from None
-            log.info("building %s with %s (%s): %.0f s so far", what, compiler, folder, elapsed)
+    from kerneldojo.sandbox.isolation import Cgroup
+    from kerneldojo.sandbox.protocol import MEMORY_CAP_BYTES, PROCESSES_CAP
+
+    # A build runs code of the submission's (a load_inline flag reaches ninja's shell; a compiler is a large
+    # attack surface): it gets a worker's environment (the allowlist, no secret of the judge's) and its limits (a
+    # cgroup of MEMORY_CAP_BYTES and PROCESSES_CAP for all its processes, where the judge can make one).
+    cgroup = Cgroup(MEMORY_CAP_BYTES, PROCESSES_CAP)
+    try:
+        proc = subprocess.Popen(confined(tool, args, folder, extra_ro, cgroup), cwd=folder, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, env=kept(dict(os.environ)))
+        started = time.monotonic()
+        while True:
+            try:
+                output, _ = proc.communicate(timeout=PROGRESS_EVERY_S)
+                break
+            except subprocess.TimeoutExpired:
+                elapsed = time.monotonic() - started
+                if elapsed > COMPILE_WALL_S:
+                    proc.kill()  # the processes below it die with it; the tool is pid 1 of its pid namespace
+                    proc.communicate()
+                    raise CompileTimeout(f"{compiler} ran past {COMPILE_WALL_S} s of wall-clock time building {what} "
+                                         "(the machine may be overloaded); simplify the templates or unrolling"
+                                         ) from None
+                log.info("building %s with %s (%s): %.0f s so far", what, compiler, folder, elapsed)
+        notes = cgroup.notes()
+    finally:
+        cgroup.kill()
+        cgroup.remove()
+    if proc.returncode and notes:
+        output += "".join(f"\n{note.replace('the worker', 'the build')}" for note in notes)
     output = _log_protections(output)
     # SIGKILL, SIGXCPU: as a signal, or as 128 + it (pid 1 of the build's pid namespace mirrors it so)
     if proc.returncode in (-9, -24, 137, 152) or (proc.returncode and re.search(r"signal (9|24)\b", output)):
@@ -251,13 +267,14 @@ COMPILER_ENTRY = Path(__file__).resolve().parent.parent / "sandbox" / "worker" /
 MAX_LIBRARY_BYTES = 512 << 20
 
 
-def confined(tool: str, args: list[str], folder: Path, extra_ro: tuple[str, ...] = ()) -> list[str]:
-    """The command line that runs `tool args` confined as a worker is, `folder` its only writable path."""
+def confined(tool: str, args: list[str], folder: Path, extra_ro: tuple[str, ...] = (), cgroup=None) -> list[str]:
+    """The command line that runs `tool args` confined as a worker is, `folder` its only writable path, in `cgroup`
+    (a `sandbox.isolation.Cgroup`) where given."""
     import sys
 
     from kerneldojo.sandbox.isolation import build_plan
 
-    plan = json.dumps(build_plan(folder, (*extra_ro, os.path.realpath(tool))))
+    plan = json.dumps(build_plan(folder, (*extra_ro, os.path.realpath(tool)), cgroup))
     return [sys.executable, "-I", str(COMPILER_ENTRY), plan, str(COMPILE_CPU_S), str(MAX_LIBRARY_BYTES), "--", tool,
             *args]
 

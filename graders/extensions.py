@@ -46,6 +46,10 @@ def build_extensions(sources: list[str], arch: str | None = None, strict: bool =
         for call in runtime.load_inline_calls(source):
             if call.get("is_python_module", True) is not True or call.get("is_standalone"):
                 continue  # a torch.ops library or an executable: built by the worker, as before
+            if refused := refused_flag(call):
+                if strict:
+                    raise CompileError(refused)
+                continue
             key = runtime.extension_key(call, torch.__version__, torch.version.cuda, arch)
             wanted[runtime.extension_name(call, key)] = key, call
     libraries = {name: cache_dir() / "extensions" / key / f"{name}.so" for name, (key, _) in wanted.items()}
@@ -62,6 +66,36 @@ def build_extensions(sources: list[str], arch: str | None = None, strict: bool =
                     if strict:
                         raise
     return {n: lib for n, lib in libraries.items() if lib.exists()}, missing
+
+
+# load_inline writes its flags unquoted into build.ninja, whose commands run through `/bin/sh -c`, and some flags run
+# programs of their own (gcc's -wrapper, -fplugin=, -specs=, -B; nvcc's -ccbin): a flag is one token of letters,
+# digits and `_=.,+:-` (no shell syntax, no space, no path), and none of its comma- or equals-separated parts
+# names a program to run. An include path is a relative one inside the build folder.
+FLAG = re.compile(r"--?[A-Za-z][\w=.,+:-]*")
+RUNS_A_PROGRAM = re.compile(r"-(wrapper|f?plugin|-?specs|B|ccbin|-compiler-bindir|-linker-options|fuse-ld)", re.I)
+INCLUDE_PATH = re.compile(r"(?!/)(?!.*(^|/)\.\.(/|$))[\w.+-]+(/[\w.+-]+)*")
+FLAG_ARGUMENTS = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags")
+
+
+def refused_flag(call: dict) -> str | None:
+    """Why a load_inline call's flags cannot be built by the judge (naming the flag), or None."""
+    for argument in (*FLAG_ARGUMENTS, "extra_include_paths"):
+        values = call.get(argument) or []
+        for value in [values] if isinstance(values, str) else values:
+            text = str(value)
+            if argument == "extra_include_paths":
+                ok = INCLUDE_PATH.fullmatch(text) is not None
+            else:
+                ok = FLAG.fullmatch(text) is not None and not any(
+                    RUNS_A_PROGRAM.match(part) for part in re.split(r"[=,]", text))
+            if not ok:
+                kind = "a relative path inside the build folder" if argument == "extra_include_paths" else (
+                    "one compiler flag such as -O3, -DNAME=VALUE, --use_fast_math, -arch=sm_90a, -lineinfo or "
+                    "-std=c++17 (no spaces, shell syntax, paths or flags that run programs)")
+                return (f"load_inline: {argument} holds {text[:200]!r}, which the judge does not pass to a build: "
+                        f"each entry must be {kind}")
+    return None
 
 
 def _build(name: str, arguments: dict, library: Path, arch: str, jobs: int) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from kerneldojo.adapters.runtime import EXTENSION_PRELUDE
+from kerneldojo.adapters.runtime import BuildsAhead
 from kerneldojo.graders.checks import Flagged, message
 from kerneldojo.graders.compile import (
     CompileTimeout,
@@ -211,7 +211,7 @@ class Judge:
             result.ncu = NcuProfile(note=NO_GPU_PROFILE)
         with _phase(result, "compile"):
             build = compile_submission(task, source, language, self.device.arch)
-            if EXTENSION_PRELUDE in source:  # an adapted KernelBench solution: its load_inline calls, built ahead
+            if isinstance(source, BuildsAhead):  # an adapter's wrapped solution: its load_inline calls, built ahead
                 extensions, built = build_extensions([source])
                 build = dataclasses.replace(build, extensions=extensions)
                 if extensions:

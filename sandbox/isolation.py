@@ -280,17 +280,19 @@ def plan(scratch: Path, gpu: bool, control, cgroup: Cgroup, scratch_bytes: int =
     )  # fmt: skip
 
 
-def build_plan(folder: Path, extra_ro: tuple[str, ...] = ()) -> dict:
+def build_plan(folder: Path, extra_ro: tuple[str, ...] = (), cgroup: Cgroup | None = None) -> dict:
     """The confinement of a compiler process (`sandbox/worker/compiler.py`), as JSON-ready fields of a `Plan`:
     the worker's root (plus `extra_ro`, e.g. the CuTe headers), `folder` its only writable path, bound from the
-    host (the judge reads the library from it), its own pid namespace; no cgroup (rlimits only)."""
+    host (the judge reads the library from it), its own pid namespace; `cgroup`'s limits, else rlimits only."""
     from dataclasses import asdict
 
     from .protocol import MEMORY_CAP_BYTES, PROCESSES_CAP
 
+    limits = {"cgroup_procs": cgroup.procs_files(), "cgroup": {c: cgroup.describe(c) for c in ("memory", "pids")},
+              "cgroup_errors": dict(cgroup.errors)} if cgroup is not None else {}
     fields = asdict(Plan(scratch=str(folder), gpu=False, control=None, memory_bytes=MEMORY_CAP_BYTES,
                          max_processes=PROCESSES_CAP, root=root_allowlist(False, extra_ro),
-                         scratch_bytes=SCRATCH_CAP_BYTES, scratch_inodes=SCRATCH_INODES, scratch_tmpfs=False))
+                         scratch_bytes=SCRATCH_CAP_BYTES, scratch_inodes=SCRATCH_INODES, scratch_tmpfs=False, **limits))
     del fields["control"]
     return fields
 

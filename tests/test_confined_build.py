@@ -103,3 +103,16 @@ def test_a_build_reads_no_input_of_the_judges(fresh_cache):
         os.dup2(saved, 0)
         os.close(saved)
         os.close(read_end)
+
+
+def test_a_confined_tool_starts_with_the_allowlisted_environment(fresh_cache, monkeypatch):
+    """Red team round 9: every confined tool (nvcc, the load_inline build) inherited the judge's whole environment,
+    a service's KERNELDOJO_TOKENS among it. It starts with the worker's allowlist, in a cgroup where one can be made."""
+    monkeypatch.setenv("KERNELDOJO_TOKENS", "kd-build-token-0123456789")
+    monkeypatch.setenv("HF_TOKEN", "hf_build_secret")
+    monkeypatch.setenv("SOME_UNLISTED_VARIABLE", "not-allowlisted")
+    folder = Path(os.environ["KERNELDOJO_CACHE"])
+    folder.mkdir(parents=True, exist_ok=True)
+    returncode, output = compile_mod.run_confined("/usr/bin/env", [], folder, "the environment", "env")
+    assert returncode == 0 and "PATH=" in output, output
+    assert "kd-build-token" not in output and "hf_build_secret" not in output and "not-allowlisted" not in output

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from kerneldojo.adapters import kernelbench, runtime
+from kerneldojo.graders import extensions
 from kerneldojo.graders.compile import cache_dir
 from kerneldojo.graders.extensions import build_extensions
 from kerneldojo.judge import Judge
@@ -118,13 +119,53 @@ def test_a_confined_build_cannot_write_into_the_cache(problem, first):
     build's own folder is writable, so the cache's entries come from the judge's copy of a build's own output."""
     _, victim = _library(problem.wrap(SOLUTION.read_text()))
     planted = victim.with_name("planted.so")
-    source = problem.wrap(SOLUTION.read_text().replace(
-        "verbose=False", f"verbose=False, extra_cflags=['-wrapper', '/usr/bin/touch,--,{victim},{planted}']"))
+    (call,) = runtime.load_inline_calls(SOLUTION.read_text())
+    call["extra_cflags"] = ["-wrapper", f"/usr/bin/touch,--,{victim},{planted}"]  # the judge refuses it: built here
     touched = victim.stat().st_mtime_ns
     with pytest.raises(CompileError) as failed:
-        build_extensions([source])
+        extensions._build("kd_touch", call, victim.parent.parent / "touch" / "kd_touch.so", "none", 1)
     assert "touch: cannot touch" in str(failed.value), failed.value  # the wrapper ran, and failed
     assert not planted.exists() and victim.stat().st_mtime_ns == touched
+
+
+# Red team round 9: torch writes load_inline's flags unquoted into build.ninja, whose commands run through a shell.
+INJECTED = "-O2; env | sed 's/^/LEAK /' >&2; exit 1; #"
+
+
+def test_a_flag_a_shell_would_run_is_refused_naming_it(problem):
+    for flags in (f"extra_cflags=[{INJECTED!r}]", "extra_ldflags=['-Wl,-O1', '-Xcompiler=-wrapper,sh,-c,id']",
+                  "extra_include_paths=['/etc']"):
+        source = problem.wrap(SOLUTION.read_text().replace("verbose=False", f"verbose=False, {flags}"))
+        with pytest.raises(CompileError) as refused:
+            build_extensions([source])
+        assert "the judge does not pass to a build" in str(refused.value), refused.value
+        assert flags.split("=", 1)[0] in str(refused.value)
+
+
+def test_the_build_gets_no_secret_of_the_judges(problem, monkeypatch):
+    """Whatever runs in a load_inline build (here a shell command, the judge's check bypassed) finds the worker's
+    allowlisted environment, not the judge's."""
+    monkeypatch.setenv("KERNELDOJO_TOKENS", "kd-service-token-0123456789")
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_of_the_judge")
+    (call,) = runtime.load_inline_calls(SOLUTION.read_text())
+    call["extra_cflags"] = [INJECTED]
+    with pytest.raises(CompileError) as failed:
+        extensions._build("kd_env", call, cache_dir() / "extensions" / "env" / "kd_env.so", "none", 1)
+    message = str(failed.value)
+    assert "LEAK PATH=" in message, message  # the command ran
+    assert "kd-service-token" not in message and "hf_secret_of_the_judge" not in message
+
+
+def test_the_prelude_in_a_submissions_text_builds_nothing_in_the_judge(judge):
+    """The judge builds ahead only what an adapter wrapped (`runtime.BuildsAhead`): the prelude's text in a plain
+    submission (a comment) starts no build; its load_inline runs in the worker, which may not fork a compiler."""
+    call = f"load_inline(name='x', cpp_sources='int f() {{ return 1; }}', functions=['f'], extra_cflags=[{INJECTED!r}])"
+    source = (f"# {runtime.EXTENSION_PRELUDE}\nimport torch\nfrom torch.utils.cpp_extension import load_inline\n"
+              f"ext = {call}\n\n\ndef solution(x, y):\n    return x + y\n")
+    result = judge.evaluate("vector_add", source, "python")
+    text = "\n".join(result.messages)
+    assert "importing the submission failed" in text, result.messages  # the worker ran it: no build came first
+    assert "built ahead" not in text and "load_inline build failed" not in text and "LEAK PATH" not in text
 
 
 def test_a_worker_cannot_write_into_the_cache(problem, judge, first):

@@ -170,7 +170,9 @@ def _adapt(problem: Problem, text: str) -> None:
     reference = text + REFERENCE_FOOTER.format(sizes=sizes, seed=INIT_SEED)
     starter = f"{text}\n\nclass ModelNew(Model):  # a correct start, the reference: replace with kernels\n    pass\n"
     problem.task = write_task(spec, {"reference.py": reference, "starter_triton.py": starter})
-    problem.wrap = lambda source: _named_extensions(source) + FOOTER.format(sizes=sizes, init=init, seed=INIT_SEED)
+    footer = FOOTER.format(sizes=sizes, init=init, seed=INIT_SEED)
+    problem.wrap = lambda source: (runtime.BuildsAhead(_named_extensions(source) + footer) if "load_inline" in source
+                                   else source + footer)
     if small != full:
         changed = ", ".join(f"{k} {full[k]}->{small[k]}" for k in sizes if small[k] != full[k])
         problem.notes.append(f"CPU mode: run at reduced sizes ({changed}); the GPU runs the problem's own sizes")

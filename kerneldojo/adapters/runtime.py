@@ -188,6 +188,12 @@ def kernelbench_solution(ns: dict, sizes: list[str], init_inputs: dict, init_see
 # -- load_inline CUDA solutions ----------------------------------------------------------------------
 
 EXTENSION_PRELUDE = "import kerneldojo.adapters.runtime as _kd_runtime; _kd_runtime.name_extensions_by_content()"
+
+
+class BuildsAhead(str):
+    """A solution's text as an adapter wrapped it with EXTENSION_PRELUDE: the judge builds its load_inline calls
+    ahead, confined (`graders.extensions`). The mark is this type, given by the adapter's own code: no text in a
+    submission (the prelude quoted in a comment) turns the judge's builds on."""
 # load_inline's arguments that do not change the binary.
 _NOT_BUILD_INPUTS = {"name", "verbose", "build_directory", "keep_intermediates"}
 
