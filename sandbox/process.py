@@ -24,6 +24,8 @@ import atexit
 import concurrent.futures
 import contextlib
 import math
+import multiprocessing.popen_spawn_posix
+import multiprocessing.util
 import os
 import queue
 import secrets
@@ -63,6 +65,7 @@ from .protocol import (
     reply_cap,
     unwrap_reply,
 )  # fmt: skip
+from .worker.environment import kept
 from .worker.loop import serve_socket
 
 
@@ -197,6 +200,38 @@ def evidence_in_worker(device: Device, task: Task, build: Build, shape: dict, se
     return reply
 
 
+# A worker starts with the allowlisted environment (`worker.environment.kept`) at exec, so that none of the judge's
+# secrets ever enters its memory: `scrub()` in the worker clears os.environ, but CPython's start-up copies of the
+# environment stay, freed, in the heap that the sandbox forks from (red team round 9). multiprocessing's spawn
+# execs Python with the judge's environment and has no way to pass another; while this thread starts a worker, its
+# exec goes through `env -i NAME=VALUE... python ...` instead (the same process: env execs Python in place).
+# The judge's os.environ is never changed (other threads read it), and every other spawn is left as it was.
+_launching = threading.local()
+_spawnv_passfds = multiprocessing.util.spawnv_passfds
+ENV = shutil.which("env", path="/usr/bin:/bin") or "/usr/bin/env"
+
+
+def _spawnv_allowlisted(path: str, args: list[str], passfds) -> int:
+    environment = getattr(_launching, "environment", None)
+    if environment is None:
+        return _spawnv_passfds(path, args, passfds)
+    command = [ENV, "-i", *(f"{k}={v}" for k, v in environment.items()), path, *args[1:]]
+    return _spawnv_passfds(os.fsencode(ENV), command, passfds)  # multiprocessing's executable is bytes
+
+
+multiprocessing.util.spawnv_passfds = _spawnv_allowlisted
+
+
+class _AllowlistedProcess(mp.get_context("spawn").Process):
+    @staticmethod
+    def _Popen(process_obj):
+        _launching.environment = kept(dict(os.environ))
+        try:
+            return multiprocessing.popen_spawn_posix.Popen(process_obj)
+        finally:
+            _launching.environment = None
+
+
 class _Worker:
     def __init__(self, device: Device, limits: dict | None = None):
         ctx = mp.get_context("spawn")
@@ -213,7 +248,7 @@ class _Worker:
         self.requests = self.replies = Channel(judge_end, device.torch_device, cuda_ipc=device.mode == "gpu")
         self.sequence = 0
         device_spec = str(device.torch_device) if device.mode == "gpu" else "cpu"
-        self.process = ctx.Process(target=serve_socket, args=(worker_end, device_spec, str(self.scratch)),
+        self.process = _AllowlistedProcess(target=serve_socket, args=(worker_end, device_spec, str(self.scratch)),
                                    kwargs={"plan": plan}, daemon=True)
         # No secret of the judge's goes along: multiprocessing's authkey opens the judge's own listeners.
         self.process.authkey = secrets.token_bytes(32)

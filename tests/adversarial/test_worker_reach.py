@@ -112,3 +112,41 @@ def test_a_cpu_worker_has_no_io_uring():
         pytest.skip("the system call number is x86-64's")
     result = Judge("cpu", seeds=1, limits={"load": 60, "run": 30}).evaluate("vector_add", IO_URING, "triton")
     assert "io_uring_setup returned -1, errno 1" in result.messages[0], result.messages
+
+
+# The judge's environment in the worker's memory (red team round 9): scrub() cleared os.environ, but the copies
+# CPython made at start-up stayed, freed, in the heap. The worker scans its own heap and anonymous writable memory.
+SCAN_OWN_MEMORY = """
+import re
+
+
+def solution(x, y):
+    wanted = re.compile(rb"KD_HEAP_PROBE_[0-9a-f]{16}|KERNELDOJO_HEAP[_]SECRET")  # not matching its own text
+    found, budget = set(), 1 << 30
+    with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", buffering=0) as mem:
+        for line in maps:
+            parts = line.split()
+            anonymous = len(parts) < 6 or parts[5] == "[heap]"
+            low, high = (int(v, 16) for v in parts[0].split("-"))
+            if not anonymous or not parts[1].startswith("rw") or high - low > 256 << 20 or budget <= 0:
+                continue
+            budget -= high - low
+            try:
+                mem.seek(low)
+                found |= {m.decode() for m in wanted.findall(mem.read(high - low))}
+            except OSError:
+                pass
+    raise RuntimeError(f"SCANNED {sorted(found)}")
+"""
+
+
+def test_the_judges_environment_never_enters_a_workers_memory(monkeypatch):
+    from kerneldojo.sandbox import process
+
+    value = f"KD_HEAP_PROBE_{secrets.token_hex(8)}"
+    monkeypatch.setenv("KERNELDOJO_HEAP_SECRET", value)
+    process._stop_spares()  # spares started before the secret was set would not hold it
+    result = Judge("cpu", seeds=1, limits={"load": 60, "run": 30}).evaluate("vector_add", SCAN_OWN_MEMORY, "python")
+    text = "\n".join(result.messages)
+    assert "SCANNED [" in text, result.messages
+    assert value not in text and "KERNELDOJO_HEAP_SECRET" not in text, text
