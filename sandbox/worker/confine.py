@@ -57,6 +57,7 @@ ST_TO_MS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOE
             os.ST_NODIRATIME: MS_NODIRATIME, os.ST_RELATIME: MS_RELATIME}  # fmt: skip
 SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY, MNT_DETACH = 442, -100, 0x8000, 1, 2
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(platform.machine(), -1)
+SYS_KEYCTL, KEYCTL_JOIN_SESSION_KEYRING = {"x86_64": 250, "aarch64": 219}.get(platform.machine(), -1), 1
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 38, 24, 47, 4
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
@@ -142,7 +143,7 @@ def enter(plan: Plan, redirect_output, keep_fds: tuple[int, ...] = ()) -> dict:
     `redirect_output()` points stdout/stderr to the scratch folder once it is mounted. Every file descriptor
     but 0, 1, 2 and `keep_fds` (the socket to the judge) is closed in the worker at the end.
     """
-    protections: dict[str, object] = {}
+    protections: dict[str, object] = {"session_keyring": _fresh_session_keyring()}
     _die_with_parent()  # the judge's end: this process, then each one below, gets SIGKILL
     for path in plan.cgroup_procs:  # before any fork: children are born inside
         try:
@@ -184,6 +185,15 @@ def enter(plan: Plan, redirect_output, keep_fds: tuple[int, ...] = ()) -> dict:
     report(protections)
     _close_fds_except(keep)
     return protections
+
+
+def _fresh_session_keyring() -> str | bool:
+    """An anonymous session keyring of this process's own, first: keyrings are not namespaced, and the judge's
+    (with whatever keys its session holds) would otherwise ride through fork, the user namespace and pivot_root
+    into the sandbox, readable and writable, and shared with every other worker (red team round 9)."""
+    if _libc.syscall(SYS_KEYCTL, KEYCTL_JOIN_SESSION_KEYRING, None) >= 0:
+        return True
+    return f"unavailable: keyctl(KEYCTL_JOIN_SESSION_KEYRING): {os.strerror(ctypes.get_errno())}"
 
 
 def _close_fds_except(keep: list[int]) -> None:

@@ -1,13 +1,15 @@
-"""No new processes and no unix sockets from submission code: a seccomp filter that the worker loads on itself
+"""No new processes, sockets or keys from submission code: a seccomp filter that the worker loads on itself
 before it takes a submission, in CPU mode.
 
 A child process escapes every watch that lives in the worker's memory (the child records its operator
 calls in its own copy of the watch, and is reaped before the call returns). The filter refuses `fork`,
 `vfork`, `clone` without CLONE_THREAD (threads stay allowed: torch and OpenMP use them) and `execve`.
 `clone3` passes its flags in memory, which a filter cannot read: it gets ENOSYS, and glibc falls back to
-`clone`. New unix-domain sockets are refused too (the worker's channel to the judge is already open): a
-socket at a path the worker can see, or an abstract one, is a door to whatever serves it on the host; io_uring,
-which opens sockets and files without those system calls (red team round 8), is refused as a whole.
+`clone`. New sockets of every family are refused too (the worker's channel to the judge is already open): a unix
+socket at a path the worker can see, or an abstract one, is a door to whatever serves it on the host, and vsock
+reaches a VM's hypervisor; io_uring, which opens sockets and files without those system calls (red team round 8),
+is refused as a whole, and so are the kernel's keyrings (keyctl, add_key, request_key), which no namespace
+separates from the judge's or another worker's (red team round 9).
 libseccomp sets no_new_privs, and a filter cannot be removed by the code it filters.
 
 GPU mode keeps fork for now: the harness runs cuobjdump and the Nsight Compute replay as children after
@@ -16,7 +18,6 @@ the submission loaded (docs/threat-model.md)."""
 from __future__ import annotations
 
 import errno
-import socket
 
 CLONE_THREAD = 0x00010000
 
@@ -33,8 +34,11 @@ def refuse_processes_and_sockets() -> str | bool:
         rules.add_rule(refuse, name)
     rules.add_rule(refuse, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
     rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
-    rules.add_rule(refuse, "socket", seccomp.Arg(0, seccomp.EQ, socket.AF_UNIX))
-    for name in ("io_uring_setup", "io_uring_enter", "io_uring_register"):  # makes sockets without socket()
+    # No new socket of any family (the channel to the judge is open already): an allowlist of none. A denylist
+    # left AF_VSOCK, which no network namespace scopes on older kernels (a VM's hypervisor), and AF_NETLINK.
+    for name in ("socket", "socketpair", "io_uring_setup", "io_uring_enter", "io_uring_register"):
+        rules.add_rule(refuse, name)  # io_uring makes sockets without socket()
+    for name in ("keyctl", "add_key", "request_key"):  # keyrings are not namespaced (confine.enter: its own)
         rules.add_rule(refuse, name)
     try:
         rules.load()

@@ -150,3 +150,87 @@ def test_the_judges_environment_never_enters_a_workers_memory(monkeypatch):
     text = "\n".join(result.messages)
     assert "SCANNED [" in text, result.messages
     assert value not in text and "KERNELDOJO_HEAP_SECRET" not in text, text
+
+
+# Keyrings are not namespaced (red team round 9): a worker read a key of the judge's session keyring and left one
+# there for the next step's worker. Each worker joins a keyring of its own, and the CPU worker's filter refuses keyctl.
+KEYRING = """
+import ctypes, os
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+SYS_ADD_KEY, SYS_KEYCTL, KEYCTL_SEARCH, KEYCTL_READ, SESSION = 248, 250, 10, 11, -3
+
+
+def read_key(description):
+    key = libc.syscall(SYS_KEYCTL, KEYCTL_SEARCH, SESSION, b"user", description, 0)
+    if key < 0:
+        return None
+    buffer = ctypes.create_string_buffer(4096)
+    n = libc.syscall(SYS_KEYCTL, KEYCTL_READ, key, buffer, 4096)
+    return buffer.raw[:max(n, 0)].decode(errors="replace")
+
+
+def solution(x, y):
+    judges, earlier = read_key(b"JUDGE_DESCRIPTION"), read_key(b"kd-left-behind")
+    payload = b"left by an earlier worker"
+    added = libc.syscall(SYS_ADD_KEY, b"user", b"kd-left-behind", payload, len(payload), SESSION)
+    raise RuntimeError(f"KEYRING judge={judges!r} earlier={earlier!r} added={added}")
+"""
+
+
+def test_a_worker_reads_no_key_of_the_judges_and_leaves_none_for_the_next():
+    import ctypes
+    import platform
+
+    from kerneldojo.sandbox import process
+
+    if platform.machine() != "x86_64":
+        pytest.skip("the system call numbers are x86-64's")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    description, secret = f"kd-judge-{secrets.token_hex(4)}".encode(), secrets.token_hex(8).encode()
+
+    def judge_session_holds_a_key() -> int:  # in the thread that spawns workers: its keyring is theirs to inherit
+        libc.syscall(250, 1, None)  # KEYCTL_JOIN_SESSION_KEYRING: a fresh one, not the machine's
+        return libc.syscall(248, b"user", description, secret, len(secret), -3)  # add_key to @s
+
+    if process._spawner.submit(judge_session_holds_a_key).result() < 0:
+        pytest.skip(f"no keyrings here: {os.strerror(ctypes.get_errno())}")
+    process._stop_spares()  # spares started before hold the keyring they had
+    judge = Judge("cpu", seeds=1, limits={"load": 60, "run": 30}, result_cache=None)
+    source = KEYRING.replace("JUDGE_DESCRIPTION", description.decode())
+    for step in (1, 2):
+        result = judge.evaluate("vector_add", f"{source}\n# step {step}\n", "python")
+        text = "\n".join(result.messages)
+        assert "KEYRING judge=None earlier=None" in text, text
+        assert secret.decode() not in text
+
+
+# The filter refused AF_UNIX and let other families through (red team round 9): AF_VSOCK reaches a VM's
+# hypervisor whatever the network namespace. No family is allowed now, nor socketpair.
+EVERY_SOCKET = """
+import socket
+
+
+def solution(x, y):
+    opened = []
+    for family in ("AF_INET", "AF_INET6", "AF_VSOCK", "AF_NETLINK", "AF_PACKET", "AF_UNIX"):
+        try:
+            socket.socket(getattr(socket, family), socket.SOCK_DGRAM if family != "AF_PACKET" else socket.SOCK_RAW)
+            opened.append(family)
+        except OSError as e:
+            if e.errno != 1:  # EPERM is the filter's answer; another error would be the kernel's own
+                opened.append(f"{family}: {e}")
+    try:
+        socket.socketpair()
+        opened.append("socketpair")
+    except OSError:
+        pass
+    raise RuntimeError(f"OPENED {opened}")
+"""
+
+
+def test_a_cpu_worker_opens_no_socket_of_any_family():
+    result = Judge("cpu", seeds=1, limits={"load": 60, "run": 30}).evaluate("vector_add", EVERY_SOCKET, "python")
+    assert "OPENED []" in "\n".join(result.messages), result.messages
