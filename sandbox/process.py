@@ -25,6 +25,7 @@ import concurrent.futures
 import contextlib
 import math
 import multiprocessing.popen_spawn_posix
+import multiprocessing.spawn
 import multiprocessing.util
 import os
 import queue
@@ -204,7 +205,8 @@ def evidence_in_worker(device: Device, task: Task, build: Build, shape: dict, se
 # secrets ever enters its memory: `scrub()` in the worker clears os.environ, but CPython's start-up copies of the
 # environment stay, freed, in the heap that the sandbox forks from (red team round 9). multiprocessing's spawn
 # execs Python with the judge's environment and has no way to pass another; while this thread starts a worker, its
-# exec goes through `env -i NAME=VALUE... python ...` instead (the same process: env execs Python in place).
+# exec goes through `env -i NAME=VALUE... python ...` instead (the same process: env execs Python in place), and
+# the child re-runs neither the judge's main module nor sees its command line.
 # The judge's os.environ is never changed (other threads read it), and every other spawn is left as it was.
 _launching = threading.local()
 _spawnv_passfds = multiprocessing.util.spawnv_passfds
@@ -219,7 +221,22 @@ def _spawnv_allowlisted(path: str, args: list[str], passfds) -> int:
     return _spawnv_passfds(os.fsencode(ENV), command, passfds)  # multiprocessing's executable is bytes
 
 
+_preparation_data = multiprocessing.spawn.get_preparation_data
+
+
+def _preparation_without_the_judges(name: str) -> dict:
+    """What a spawned child learns of its parent, less the judge's main module (spawn re-runs it in the child: a
+    service's start-up script, its constants) and command line (a token passed as an argument) for a worker,
+    whose target and arguments are importable from kerneldojo alone."""
+    data = _preparation_data(name)
+    if getattr(_launching, "environment", None) is not None:
+        for key in ("init_main_from_name", "init_main_from_path", "sys_argv"):
+            data.pop(key, None)
+    return data
+
+
 multiprocessing.util.spawnv_passfds = _spawnv_allowlisted
+multiprocessing.spawn.get_preparation_data = _preparation_without_the_judges
 
 
 class _AllowlistedProcess(mp.get_context("spawn").Process):

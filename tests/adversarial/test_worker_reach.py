@@ -234,3 +234,25 @@ def solution(x, y):
 def test_a_cpu_worker_opens_no_socket_of_any_family():
     result = Judge("cpu", seeds=1, limits={"load": 60, "run": 30}).evaluate("vector_add", EVERY_SOCKET, "python")
     assert "OPENED []" in "\n".join(result.messages), result.messages
+
+
+# multiprocessing's spawn re-ran the judge's main module in the worker (a service's start-up script and its
+# constants: red team round 9's probe found its own script's values so) and gave it the judge's command line.
+JUDGES_MAIN = """
+import sys
+
+
+def solution(x, y):
+    main = sys.modules["__main__"]
+    raise RuntimeError(f"MAIN {getattr(main, '__file__', None)} {getattr(main.__spec__, 'name', None)} ARGV {sys.argv}")
+"""
+
+
+def test_a_worker_runs_no_main_module_of_the_judges_and_sees_no_argv():
+    from kerneldojo.sandbox import process
+
+    process._stop_spares()
+    result = Judge("cpu", seeds=1, limits={"load": 60, "run": 30}).evaluate("vector_add", JUDGES_MAIN, "python")
+    text = "\n".join(result.messages)
+    assert "MAIN None None" in text, result.messages  # the worker's own `python -c`
+    assert not any(arg in text for arg in sys.argv[1:] if len(arg) > 3), text
