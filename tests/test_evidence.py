@@ -222,3 +222,18 @@ def test_the_replays_sample_is_the_judges(size, dtype):
     want = sampled_outputs((full, full), count, seed)[1]
     assert want.numel() == min(count, full.numel())
     assert torch.equal(torch.frombuffer(bytearray(kept), dtype=torch.uint8).view(dtype), want)
+
+
+def test_the_evidence_request_reaches_the_worker_and_says_why_it_cannot_run(monkeypatch):
+    """The whole request path on a machine without ncu: a fresh worker answers {"unavailable": ...}."""
+    from kerneldojo.graders import compile as compile_mod
+    from kerneldojo.sandbox.device import resolve_device
+    from kerneldojo.sandbox.process import evidence_in_worker
+    from kerneldojo.tasks import get_task
+
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no ncu on it
+    task = get_task("vector_add")
+    build = compile_mod.compile_submission(task, "def solution(x, y):\n    return x + y\n", "python", None)
+    reply = evidence_in_worker(resolve_device("cpu"), task, build, {"n": 8, "dtype": "float32"}, [1, 2],
+                               [((8,), torch.float32)], sample=(4, 7))
+    assert set(reply) == {"unavailable"} and "ncu" in reply["unavailable"], reply

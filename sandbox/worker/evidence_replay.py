@@ -74,7 +74,7 @@ def _nbytes(size: list[int], dtype: str) -> int:
 
 
 def gather(task_id: str, build, shape: dict, seeds: list[int], output_specs: list, limit_s: float,
-           device: str, sample: tuple[int, int] | None = None) -> dict:
+           sample: tuple[int, int] | None = None, *, device: str) -> dict:
     """Run the replay under ncu; {"csv", "outputs" (per call, per output: bytes or None), "problems" (why an
     output is missing), "returncode"}, or {"unavailable": why} when ncu is absent. With `sample` (count, seed)
     only the elements at `protocol.sample_positions` are sent back (output k's positions from seed + k): the
