@@ -11,7 +11,6 @@ far above what the worker claimed).
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 from collections import defaultdict
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kerneldojo.graders.checks import message
-from kerneldojo.graders.profile import VENDOR_KERNEL, kernel_base_name
+from kerneldojo.graders.profile import VENDOR_KERNEL, kernel_base_name, triton_kernel_names  # noqa: F401 (re-exported)
 from kerneldojo.sandbox.protocol import CompileError, sample_positions
 
 REPLAY_CALLS = 2  # replayed calls, each on its own input set from fresh seeds
@@ -43,45 +42,6 @@ VENDOR_NAME = re.compile(r"nvjet|xmma|cublas|cudnn|cutlass|flash_fwd|fmha|^sm\d+
                          r"^gemv|^gemmk|^gemmSN|^splitKreduce", re.I)
 # A C++ kernel in these namespaces is torch's or a library's, whatever its base name.
 FOREIGN_NAMESPACES = ("at::", "c10::", "cub::", "thrust::", "cublas", "cudnn")
-_TRITON_DECORATORS = {"jit", "autotune", "heuristics"}
-
-
-def triton_kernel_names(source: str) -> set[str]:
-    """The Triton kernels `source` defines, by name: functions at any depth decorated with triton's jit,
-    autotune or heuristics (called or not, under any import spelling), or wrapped by `triton.jit(fn)`.
-    A kernel made some other way (exec, getattr) is not found, and so counts against the submission."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
-    aliases: dict[str, str] = {}  # local name -> dotted triton path
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name == "triton" or a.name.startswith("triton."):
-                    aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else "triton"
-        elif isinstance(node, ast.ImportFrom) and node.module and (node.module + ".").startswith("triton."):
-            for a in node.names:
-                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-
-    def is_triton(expr: ast.expr) -> bool:
-        expr = expr.func if isinstance(expr, ast.Call) else expr
-        parts = []
-        while isinstance(expr, ast.Attribute):
-            parts.append(expr.attr)
-            expr = expr.value
-        if not isinstance(expr, ast.Name) or expr.id not in aliases:
-            return False
-        dotted = ".".join([aliases[expr.id], *reversed(parts)])
-        return dotted.startswith("triton") and dotted.rsplit(".", 1)[-1] in _TRITON_DECORATORS
-
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(map(is_triton, node.decorator_list)):
-            names.add(node.name)
-        elif isinstance(node, ast.Call) and is_triton(node.func) and node.args and isinstance(node.args[0], ast.Name):
-            names.add(node.args[0].id)  # triton.jit(fn): the kernel keeps fn's name
-    return names
 
 
 def check_own_names(names: set[str]) -> None:

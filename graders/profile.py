@@ -9,10 +9,14 @@ vendor library's. The judge scores the larger of the event median and the busy t
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import functools
+import importlib.util
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -123,17 +127,89 @@ def _union_ms(kernels: list[KernelInterval]) -> float:
     return busy / 1e6
 
 
-def triton_kernel_names(module_name: str) -> set[str]:
-    """The Triton kernels defined by a submission module, at top level or inside its functions."""
-    import gc
+_TRITON_DECORATORS = {"jit", "autotune", "heuristics"}
+# Packages whose Triton kernels are not a submission's doing: torch (inductor's generated kernels), Triton itself,
+# and the judge's own.
+NOT_THIRD_PARTY = ("torch", "triton", "kerneldojo")
+
+
+def defined_triton_kernels(source: str) -> set[str]:
+    """The Triton kernels `source` defines, by name: functions at any depth decorated with triton's jit,
+    autotune or heuristics (called or not, under any import spelling), or wrapped by `triton.jit(fn)`.
+    A kernel made some other way (exec, getattr) is not found, and so counts against the submission."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    aliases: dict[str, str] = {}  # local name -> dotted triton path
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "triton" or a.name.startswith("triton."):
+                    aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else "triton"
+        elif isinstance(node, ast.ImportFrom) and node.module and (node.module + ".").startswith("triton."):
+            for a in node.names:
+                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+
+    def is_triton(expr: ast.expr) -> bool:
+        expr = expr.func if isinstance(expr, ast.Call) else expr
+        parts = []
+        while isinstance(expr, ast.Attribute):
+            parts.append(expr.attr)
+            expr = expr.value
+        if not isinstance(expr, ast.Name) or expr.id not in aliases:
+            return False
+        dotted = ".".join([aliases[expr.id], *reversed(parts)])
+        return dotted.startswith("triton") and dotted.rsplit(".", 1)[-1] in _TRITON_DECORATORS
 
     names = set()
-    for obj in gc.get_objects():
-        if type(obj).__name__ in ("JITFunction", "InterpretedFunction"):
-            fn = getattr(obj, "fn", None)
-            if getattr(fn, "__module__", None) == module_name:
-                names.add(fn.__name__)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(map(is_triton, node.decorator_list)):
+            names.add(node.name)
+        elif isinstance(node, ast.Call) and is_triton(node.func) and node.args and isinstance(node.args[0], ast.Name):
+            names.add(node.args[0].id)  # triton.jit(fn): the kernel keeps fn's name
     return names
+
+
+def triton_kernel_names(source: str) -> set[str]:
+    """The Triton kernels that count as the submission's: those its source defines, and those of the third-party
+    modules it imports by name (a library's kernels called as-is, e.g. Liger-Kernel's: Triton compiles them in
+    the worker as it compiles the submission's). Found by reading files, never by running them: the same set in
+    the judge and in the worker. Inductor's kernels (torch.compile) are torch's, never the submission's."""
+    names = defined_triton_kernels(source)
+    for path in _imported_module_files(source):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            names |= defined_triton_kernels(path.read_text())
+    return names
+
+
+def _imported_module_files(source: str) -> list[Path]:
+    """The files of the third-party modules `source` imports by name (`import a.b`, `from a.b import c`: a/b.py,
+    a/b/__init__.py, and a/b/c.py where c is a module), located with `find_spec` on the top-level package
+    only (which runs nothing) and the package's folders."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    dotted: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            dotted |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            dotted |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    files = []
+    for name in sorted(dotted):
+        top, *rest = name.split(".")
+        if top in NOT_THIRD_PARTY:
+            continue
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            continue
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            base = Path(folder).joinpath(*rest)
+            files += [f for f in (base.with_suffix(".py"), base / "__init__.py") if rest and f.is_file()]
+    return files
 
 
 @functools.cache  # a library's path names its content (the build cache is keyed by source and flags)

@@ -237,3 +237,13 @@ def test_the_evidence_request_reaches_the_worker_and_says_why_it_cannot_run(monk
     reply = evidence_in_worker(resolve_device("cpu"), task, build, {"n": 8, "dtype": "float32"}, [1, 2],
                                [((8,), torch.float32)], sample=(4, 7))
     assert set(reply) == {"unavailable"} and "ncu" in reply["unavailable"], reply
+
+
+def test_a_third_party_librarys_triton_kernels_count_as_the_submissions():
+    """Liger-Kernel's kernels, called as-is, are compiled by Triton in the worker like the submission's own; torch's
+    (inductor) and Triton's own modules are never searched. Found by reading files, running none of them."""
+    pytest.importorskip("liger_kernel")
+    source = ("from liger_kernel.ops.softmax import _softmax_forward\n\n"
+              "def solution(x):\n    return _softmax_forward(x)[0]\n")
+    assert "_softmax_single_block_forward_kernel" in triton_kernel_names(source)
+    assert triton_kernel_names("import torch._inductor.kernel.mm\nimport triton.language as tl\n") == set()

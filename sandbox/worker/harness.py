@@ -242,7 +242,7 @@ class Solution:
         return TimedRuns(stats, profile, seeds, last, time.perf_counter() - profile_started)
 
     def _own_kernels(self) -> set[str]:
-        names = triton_kernel_names(self._module_name) if self._module_name else set()
+        names = triton_kernel_names(self.build.source_path.read_text()) if self._module_name else set()
         for library in self.build.libraries.values():
             names |= native_kernel_names(library)
         for library in _extensions_built_here():  # load_inline's (a KernelBench solution's)
