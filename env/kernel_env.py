@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -115,8 +116,11 @@ class KernelEnv(gym.Env[dict, str]):
             from .remote import RemoteJudge
 
             judge = RemoteJudge(remote, token, reward=_reward_config(reward))
+        # An RL loop steps millions of times: the evidence pass runs on a step in eight drawn at random (a cheat
+        # cannot tell which, and is flagged there); KERNELDOJO_EVIDENCE=always replays every step.
         self.judge = judge or Judge(device, reward=_reward_config(reward), limits=limits, isolation=isolation,
-                                    profile=feedback == "profile")
+                                    profile=feedback == "profile",
+                                    evidence=os.environ.get("KERNELDOJO_EVIDENCE") or "sampled")
         self.retime = retime  # evaluate a source again even when an identical one's result is cached
         self.action_space = SourceText(MAX_SOURCE_CHARS)
         self.observation_space = spaces.Dict({

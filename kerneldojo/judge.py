@@ -128,7 +128,8 @@ class Judge:
         self.timed = timed and self.device.mode == "gpu"
         self.profile = profile  # Nsight Compute feedback (`result.ncu`): feedback only, never in the verdict
         # The evidence pass (`graders.evidence`): "always" replays one bench case per timed step under Nsight
-        # Compute in a fresh worker (a worker start and an ncu run per step), "off" trusts the worker's figures.
+        # Compute in a fresh worker (a worker start and an ncu run: 8-25 s per step on an H100), "sampled" on one
+        # step in EVIDENCE_ONE_IN drawn here (a cheat cannot tell which), "off" trusts the worker's figures.
         self.evidence = evidence or os.environ.get("KERNELDOJO_EVIDENCE") or "always"
         if self.evidence not in EVIDENCE_MODES:
             raise ValueError(f"evidence must be one of {', '.join(EVIDENCE_MODES)} (or KERNELDOJO_EVIDENCE), "
@@ -257,7 +258,8 @@ class Judge:
                 self._ncu(task, solution, result)
         finally:
             solution.close()
-        if self.timed and self.evidence == "always":  # the worker is gone: nothing of it runs beside the replay
+        drawn = self.evidence == "always" or (self.evidence == "sampled" and secrets.randbelow(EVIDENCE_ONE_IN) == 0)
+        if self.timed and drawn:  # the worker is gone: nothing of it runs beside the replay
             self._evidence(task, build, own, result)
         if self.device.mode == "cpu":
             result.messages.append(CPU_MODE_NOTE)
@@ -536,7 +538,8 @@ class Judge:
         return time_calls(calls, self.device.torch_device, self.device.l2_bytes, budget_s=self.timing_budget_s)
 
 
-EVIDENCE_MODES = ("always", "off")
+EVIDENCE_MODES = ("always", "sampled", "off")
+EVIDENCE_ONE_IN = 8  # evidence="sampled": the share of timed steps replayed under Nsight Compute
 
 # Stored verdicts: those the submission alone decides. A timeout or a runtime error can come from the machine
 # (another process holding the GPU or the memory, a loaded host, a worker killed from outside), "skipped"

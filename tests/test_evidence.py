@@ -247,3 +247,16 @@ def test_a_third_party_librarys_triton_kernels_count_as_the_submissions():
               "def solution(x):\n    return _softmax_forward(x)[0]\n")
     assert "_softmax_single_block_forward_kernel" in triton_kernel_names(source)
     assert triton_kernel_names("import torch._inductor.kernel.mm\nimport triton.language as tl\n") == set()
+
+
+def test_evidence_modes(monkeypatch):
+    from kerneldojo.judge import EVIDENCE_MODES, Judge
+
+    monkeypatch.delenv("KERNELDOJO_EVIDENCE", raising=False)
+    assert EVIDENCE_MODES == ("always", "sampled", "off") and Judge("cpu").evidence == "always"
+    with pytest.raises(ValueError, match="evidence must be one of"):
+        Judge("cpu", evidence="sometimes")
+    from kerneldojo.env.kernel_env import KernelEnv
+
+    env = KernelEnv(task="vector_add", device="cpu")
+    assert env.judge.evidence == "sampled"  # an RL loop pays the replay on one step in EVIDENCE_ONE_IN
