@@ -189,7 +189,7 @@ def test_gpu_kernelbench_all_pytorch_modelnew_is_flagged(gpu_judge):
     problem = kernelbench.load(KB_GPU / "1_relu.py")
     result = problem.evaluate((KB_GPU_SOLUTIONS / "1_relu_torch.py").read_text(), gpu_judge)
     print(result.status, result.kernel_coverage, result.messages)
-    assert result.status == "flagged" and "no_kernel" in result.checks_fired
+    assert result.status == "flagged" and {"no_kernel", "decoy_kernel"} & set(result.checks_fired)
 
 
 @pytest.mark.gpu

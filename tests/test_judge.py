@@ -228,3 +228,13 @@ def test_reference_is_timed_in_process_without_isolation(monkeypatch):
     task = get_task("vector_add")
     assert judge._reference_times_for(task, task.cases("small")[-1]) == (stats, None)
     assert len(outputs) == 3 and all(out.shape == (task.cases("small")[-1].shape["n"],) for out in outputs)
+
+
+def test_python_that_carries_cuda_in_a_string_is_python():
+    # A KernelBench solution's load_inline source: CUDA text inside a valid Python module.
+    from kerneldojo.graders.compile import detect_language, language_mismatch
+
+    source = 'import torch\nCUDA = """\n#include <cuda_runtime.h>\n__global__ void k() {}\n"""\n\ndef f():\n    pass\n'
+    assert detect_language(source) == "python" and language_mismatch(source, "python") is None
+    cuda = '#include <cuda_runtime.h>\n__global__ void k() {}\nextern "C" void solution() {}\n'
+    assert detect_language(cuda) == "cuda"
