@@ -17,7 +17,6 @@ import logging
 import os
 import re
 import shutil
-import stat
 import subprocess
 import tempfile
 import threading
@@ -25,7 +24,7 @@ import time
 from pathlib import Path
 
 from kerneldojo.sandbox.device import cuda_tool
-from kerneldojo.sandbox.protocol import Build, CompileError
+from kerneldojo.sandbox.protocol import Build, CompileError, read_regular_file
 from kerneldojo.sandbox.worker.compiler import PROTECTIONS_PREFIX
 from kerneldojo.sandbox.worker.environment import kept
 from kerneldojo.tasks import C_SCALAR_TYPES, LANGUAGES, Task
@@ -295,15 +294,13 @@ def copy_out(built: Path, library: Path) -> None:
     """The library the confined compiler left, into the cache: a regular file (no symlink followed, no FIFO
     blocking), at most MAX_LIBRARY_BYTES, written once under its content-addressed name (a concurrent build of
     the same key keeps the first)."""
+    if not os.path.lexists(built):
+        raise CompileError("the build left no library")
     try:
-        fd = os.open(built, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as e:
-        raise CompileError(f"the build left no library: {e.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_LIBRARY_BYTES:
-            raise CompileError(f"the built library is not a regular file of at most {MAX_LIBRARY_BYTES >> 20} MiB")
-        data = f.read(MAX_LIBRARY_BYTES + 1)
+        data = read_regular_file(built, MAX_LIBRARY_BYTES)
+    except ValueError as e:
+        raise CompileError(f"the built library is not a regular file of at most {MAX_LIBRARY_BYTES >> 20} MiB "
+                           f"({e})") from None
     tmp = library.with_name(f".{library.name}.{os.getpid()}.{threading.get_ident()}")
     tmp.write_bytes(data)
     try:

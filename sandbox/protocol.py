@@ -24,6 +24,7 @@ import pickle
 import re
 import reprlib
 import socket
+import stat
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -106,6 +107,26 @@ def capped(text) -> str:
     if len(text) <= MESSAGE_CAP_CHARS:
         return text
     return f"{text[:MESSAGE_CAP_CHARS]}\n[... {len(text) - MESSAGE_CAP_CHARS} more characters cut]"
+
+
+def read_regular_file(path: Path, max_bytes: int, exact: int | None = None) -> bytes:
+    """A file a confined process wrote, read as untrusted: no link followed, no FIFO waited on, a regular file of
+    at most `max_bytes` (exactly `exact` bytes, where given, also after the read). ValueError says what is wrong."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        raise ValueError(f"{path.name}: cannot be opened ({e.strerror})") from None
+    expected = f"{exact}" if exact is not None else f"at most {max_bytes}"
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{path.name}: not a regular file")
+        if info.st_size > max_bytes or (exact is not None and info.st_size != exact):
+            raise ValueError(f"{path.name}: {info.st_size} bytes, expected {expected}")
+        data = f.read(max_bytes + 1)
+    if (exact is not None and len(data) != exact) or len(data) > max_bytes:  # grew or shrank after the fstat
+        raise ValueError(f"{path.name}: {len(data)} bytes read, expected {expected}")
+    return data
 
 
 def sample_positions(numel: int, count: int, seed: int) -> torch.Tensor:

@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kerneldojo.sandbox.protocol import read_regular_file
+
 CSV_CAP_BYTES = 4 << 20  # ncu's output kept; one row per launch, so thousands of launches fit
 # Outputs are written in chunks of this size: the worker's files are capped at 16 MiB (RLIMIT_FSIZE).
 CHUNK_BYTES = 8 << 20
@@ -34,22 +36,12 @@ class OutputFileError(ValueError):
 
 
 def read_raw(path: Path, nbytes: int) -> bytes:
-    """Exactly `nbytes` from a regular file the untrusted replay wrote: no link followed, no FIFO waited on,
-    a file of any other size refused (so a replay cannot make this worker read more than it should)."""
+    """Exactly `nbytes` from a regular file the untrusted replay wrote (`protocol.read_regular_file`): a replay
+    cannot make this worker read more than it should."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as e:
-        raise OutputFileError(f"{path.name}: cannot be opened ({e.strerror})") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OutputFileError(f"{path.name}: not a regular file")
-        if info.st_size != nbytes:
-            raise OutputFileError(f"{path.name}: {info.st_size} bytes, expected {nbytes}")
-        data = f.read(nbytes + 1)
-    if len(data) != nbytes:  # grew or shrank after the fstat
-        raise OutputFileError(f"{path.name}: {len(data)} bytes read, expected {nbytes}")
-    return data
+        return read_regular_file(path, nbytes, exact=nbytes)
+    except ValueError as e:
+        raise OutputFileError(str(e)) from None
 
 
 def output_path(folder: Path, call: int, index: int, chunk: int) -> Path:
