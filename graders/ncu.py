@@ -10,6 +10,7 @@ cold L2)."""
 from __future__ import annotations
 
 import csv
+import math
 import re
 from collections import defaultdict
 
@@ -126,9 +127,23 @@ def parse_ncu_csv(text: str, strict: bool = False) -> list[dict[str, float | str
                 if value is not None:
                     launch[name] = value * _SCALE.get(units.get(name, "").strip(), 1.0)
         launches.append(launch)
-    if strict and len({launch["ID"] for launch in launches}) != len(launches):
-        raise NcuReportAltered("a launch ID appears twice")
+    if strict:
+        _check_as_ncu_prints_it(header, body, launches)
     return sorted(launches, key=lambda launch: launch["ID"])
+
+
+def _check_as_ncu_prints_it(header: list[str], body: list[list[str]], launches: list[dict]) -> None:
+    """ncu's table as ncu prints it: every row as wide as the header, each launch ID once, every
+    figure a finite number at or above zero. Rows written after ncu's own with higher IDs and plausible figures
+    still pass this (fresh IDs): the residual of docs/threat-model.md (a replay that writes into ncu's stdout)."""
+    if any(len(row) != len(header) for row in body):
+        raise NcuReportAltered("a row is not as wide as the table's header")
+    if len({launch["ID"] for launch in launches}) != len(launches):
+        raise NcuReportAltered("a launch ID appears twice")
+    for launch in launches:
+        figures = [v for k, v in launch.items() if k not in ("Kernel Name", "ID")]
+        if not all(isinstance(v, float) and math.isfinite(v) and v >= 0 for v in figures):
+            raise NcuReportAltered(f"launch {launch['ID']:.0f} has a figure that is not a finite number >= 0")
 
 
 def _number(cell: str) -> float | None:

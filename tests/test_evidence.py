@@ -260,3 +260,15 @@ def test_evidence_modes(monkeypatch):
 
     env = KernelEnv(task="vector_add", device="cpu")
     assert env.judge.evidence == "sampled"  # an RL loop pays the replay on one step in EVIDENCE_ONE_IN
+
+
+@pytest.mark.parametrize("appended", ['"7","own","nan"\n', '"1","own","-4.99"\n', '"1","own","inf"\n',
+                                      '"0","own","1.0"\n', '"1","own"\n'])
+def test_rows_written_after_ncus_table_are_refused_unless_they_look_like_ncus(appended):
+    """Red team round 10: bare rows after ncu's table (a fresh ID, a NaN or negative duration) turned the pass's
+    figures into NaN, which no comparison flags."""
+    table = ('"ID","Kernel Name","gpu__time_duration.sum"\n"","","msecond"\n'
+             '"0","nvjet_hsh_256x128_64x4_2x1_v_bz_coopA_NTN","5.0"\n')
+    assert len(parse_ncu_csv(table, strict=True)) == 1
+    with pytest.raises(NcuReportAltered):
+        parse_ncu_csv(table + appended, strict=True)
