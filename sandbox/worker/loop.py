@@ -207,6 +207,10 @@ def harden(scratch: Path, plan: Plan | None = None, keep_fds: tuple[int, ...] = 
     """
     os.setsid()
     scrub()  # before any fork: the sandbox's processes inherit the scrubbed environment
+    # No input of the judge's: spawn hands the worker the judge's fd 0 (a pipe it reads, or the operator's terminal).
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
     _drop_resource_tracker()
     if not scratch.is_dir():  # a spare stopped (the judge exited) before it started
         os._exit(0)

@@ -256,3 +256,31 @@ def test_a_worker_runs_no_main_module_of_the_judges_and_sees_no_argv():
     text = "\n".join(result.messages)
     assert "MAIN None None" in text, result.messages  # the worker's own `python -c`
     assert not any(arg in text for arg in sys.argv[1:] if len(arg) > 3), text
+
+
+READ_STDIN = """
+import os
+
+
+def solution(x, y):
+    raise RuntimeError("STDIN " + os.readlink("/proc/self/fd/0") + " " + repr(os.read(0, 100)))
+"""
+
+
+def test_a_worker_reads_nothing_of_the_judges_stdin():
+    """Red team round 10: every worker kept the judge's fd 0 (a pipe's bytes, or the operator's terminal)."""
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"judge-input-for-nobody\n")
+    saved = os.dup(0)
+    os.dup2(read_end, 0)
+    try:
+        from kerneldojo.sandbox import process
+
+        process._stop_spares()  # a spare started before the dup2 would have the old fd 0
+        result = Judge("cpu", seeds=1, limits={"load": 60, "run": 30}).evaluate("vector_add", READ_STDIN, "triton")
+        assert "STDIN /dev/null b''" in result.messages[0], result.messages
+        assert os.read(0, 100) == b"judge-input-for-nobody\n"
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read_end, write_end):
+            os.close(fd)
