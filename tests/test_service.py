@@ -360,3 +360,18 @@ def test_service_killed_mid_batch_resumes_without_losing_or_repeating(tmp_path):
     records = list(store.records())
     assert len(records) == len(sources)  # each evaluated once: the finished ones were kept, not redone
     assert {r["hash"] for r in records} == {j["hash"] for j in shown["jobs"]} >= finished_before
+
+
+def test_what_quotes_a_private_source_is_private_too():
+    """Red team round 11: a failure's messages quote the submission's lines (a traceback, a compile error), and a
+    standing's last failure showed them to every token. The owner still reads them, in a job's nested result too."""
+    from kerneldojo.service.privacy import for_viewer
+
+    failure = {"status": "runtime_error", "owner": "alice", "public": False, "source": "s3cret = 1",
+               "messages": ['  submission.py, line 1\n    s3cret = 1\nValueError'], "speedup": None}
+    standing = {"task": "vector_add", "last_failure": failure}
+    assert "s3cret" not in repr(for_viewer(standing, "bob"))
+    assert for_viewer(standing, "alice")["last_failure"]["messages"] == failure["messages"]
+    job = {"owner": "alice", "public": False, "job": "j1", "result": {"status": "ok", "messages": ["s3cret"]}}
+    assert for_viewer(job, "alice")["result"]["messages"] == ["s3cret"]
+    assert "s3cret" not in repr(for_viewer(job, "bob"))

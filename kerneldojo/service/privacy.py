@@ -12,8 +12,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-# The source, and what names or identifies its submitter and submission (`hash` confirms a guessed source).
-PRIVATE = frozenset({"source", "label", "hash", "owner", "submitter", "job", "batch"})
+# The source, what quotes it (a traceback's or a compiler's messages quote its lines; kernel names in a profile),
+# and what names or identifies its submitter and submission (`hash` confirms a guessed source).
+PRIVATE = frozenset({"source", "messages", "ncu", "evidence", "label", "hash", "owner", "submitter", "job", "batch"})
 
 
 def visible_to(record: Mapping, viewer: str | None) -> bool:
@@ -21,15 +22,17 @@ def visible_to(record: Mapping, viewer: str | None) -> bool:
     return record.get("public") is True or (viewer is not None and record.get("owner") == viewer)
 
 
-def for_viewer(data: Any, viewer: str | None) -> Any:
+def for_viewer(data: Any, viewer: str | None, granted: bool = False) -> Any:
     """`data` as `viewer` may see it: a record, or any JSON-like structure or dataclass holding records (a
     leaderboard standing, a job's view, a batch), copied, each mapping that holds a `PRIVATE` field and is not
-    `visible_to` the viewer without those fields. Each record is judged by its own `owner` and `public`."""
+    `visible_to` the viewer without those fields. Each record is judged by its own `owner` and `public`, and what
+    it holds (a job's `result`) as it is."""
     if dataclasses.is_dataclass(data) and not isinstance(data, type):
         data = dataclasses.asdict(data)
     if isinstance(data, Mapping):
-        hidden = not PRIVATE.isdisjoint(data) and not visible_to(data, viewer)
-        return {k: for_viewer(v, viewer) for k, v in data.items() if not (hidden and k in PRIVATE)}
+        granted = granted or visible_to(data, viewer)
+        hidden = not granted and not PRIVATE.isdisjoint(data)
+        return {k: for_viewer(v, viewer, granted) for k, v in data.items() if not (hidden and k in PRIVATE)}
     if isinstance(data, (list, tuple)):
-        return [for_viewer(v, viewer) for v in data]
+        return [for_viewer(v, viewer, granted) for v in data]
     return data
