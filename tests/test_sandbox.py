@@ -107,7 +107,8 @@ def test_no_network_from_the_worker(judge):
                   f"    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n    return x\n")
         result = judge.evaluate("vector_add", source, "python")
     assert result.status == "runtime_error", result.messages
-    assert "Network is unreachable" in result.messages[0] or "refused" in result.messages[0]
+    # CPU mode's seccomp filter refuses the socket itself; elsewhere the network namespace has no route.
+    assert any(why in result.messages[0] for why in ("Network is unreachable", "refused", "Operation not permitted"))
     _then_honest_passes(judge)
 
 
