@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 import torch
 
 from kerneldojo.graders.checks import message
-from kerneldojo.graders.profile import VENDOR_KERNEL, kernel_base_name, triton_kernel_names  # noqa: F401 (re-exported)
+from kerneldojo.graders.profile import (  # noqa: F401 (triton_kernel_names re-exported)
+    FOREIGN_NAMESPACES,
+    VENDOR_KERNEL,
+    VENDOR_NAME,
+    kernel_base_name,
+    triton_kernel_names,
+)
 from kerneldojo.sandbox.protocol import CompileError, sample_positions
 
 REPLAY_CALLS = 2  # replayed calls, each on its own input set from fresh seeds
@@ -34,14 +40,6 @@ MIN_OWN_SHARE = 0.1
 # duration can exceed its share of the event time, most for calls of many short kernels: 1.5x plus 20 µs
 # absorbs that (the GPU suite measures the ratio on the honest set), while a forged timer claims far less.
 TIME_SLACK, TIME_SLACK_MS = 1.5, 0.02
-# Own kernels named like a vendor library's (cuBLAS's nvjet_*, sm90_xmma_*, cutlass_*, cuDNN's): refused at
-# compile time, so a library kernel can never be counted as the submission's by sharing its name.
-# VENDOR_KERNEL's generic fragments (gemm_, _gemm) are left out: the tasks' own starters are gemm_kernel,
-# fp8_gemm_kernel and so on, and no vendor kernel is known to be named that plainly.
-VENDOR_NAME = re.compile(r"nvjet|xmma|cublas|cudnn|cutlass|flash_fwd|fmha|^sm\d+_|^(ampere|volta|turing|hopper)_|"
-                         r"^gemv|^gemmk|^gemmSN|^splitKreduce", re.I)
-# A C++ kernel in these namespaces is torch's or a library's, whatever its base name.
-FOREIGN_NAMESPACES = ("at::", "c10::", "cub::", "thrust::", "cublas", "cudnn")
 
 
 def check_own_names(names: set[str]) -> None:

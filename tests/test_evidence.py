@@ -272,3 +272,19 @@ def test_rows_written_after_ncus_table_are_refused_unless_they_look_like_ncus(ap
     assert len(parse_ncu_csv(table, strict=True)) == 1
     with pytest.raises(NcuReportAltered):
         parse_ncu_csv(table + appended, strict=True)
+
+
+def test_a_kernel_named_like_torchs_or_a_vendors_never_makes_theirs_the_submissions():
+    """Red team round 12: own names from a rewritten source file made torch's and cuBLAS's kernels count as the
+    submission's in the worker's profile. Names are fixed before the submission runs, and a full name in torch's
+    namespaces or a vendor's pattern is never its own, whatever base name it shares."""
+    from kerneldojo.graders.profile import KernelInterval, foreign, summarize_profile
+
+    torch_kernel = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int, float*)"
+    cublas_kernel = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas"
+    assert foreign(torch_kernel) and foreign(cublas_kernel) and not foreign("add_kernel")
+    kernels = [KernelInterval(torch_kernel, 7, 0, 1000), KernelInterval(cublas_kernel, 7, 1000, 2000),
+               KernelInterval("add_kernel", 7, 2000, 2100)]
+    own = {"vectorized_elementwise_kernel", cublas_kernel, "add_kernel"}
+    stats = summarize_profile(kernels, 1, own)
+    assert abs(stats.own_share - 100 / 2100) < 1e-9

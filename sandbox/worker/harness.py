@@ -92,6 +92,9 @@ class Solution:
         self._tampering = Tampering(guarded_here())
         self._threads, self._children = live_threads(), set(child_processes())
         self._tripwire = ReferenceTripwire(task.reference)
+        # The kernels that count as its own, named before any of its code runs: the worker's copy of the source
+        # and its libraries are files the submission could rewrite later (red team round 12).
+        self._own_names = self._own_kernel_names()
         if build.language in ("triton", "python"):
             with self._tripwire:
                 self._fn = self._import_python()
@@ -241,11 +244,16 @@ class Solution:
         self._inspect(())
         return TimedRuns(stats, profile, seeds, last, time.perf_counter() - profile_started)
 
-    def _own_kernels(self) -> set[str]:
-        names = triton_kernel_names(self.build.source_path.read_text()) if self._module_name else set()
+    def _own_kernel_names(self) -> set[str]:
+        names = triton_kernel_names(self.build.source_path.read_text()) if self.build.language in ("triton", "python") \
+            else set()
         for library in self.build.libraries.values():
             names |= native_kernel_names(library)
-        for library in _extensions_built_here():  # load_inline's (a KernelBench solution's)
+        return names
+
+    def _own_kernels(self) -> set[str]:
+        names = set(self._own_names)
+        for library in _extensions_built_here():  # load_inline's (a KernelBench solution's), built at its run
             names |= native_kernel_names(library)
         return names
 
