@@ -191,7 +191,11 @@ class Judge:
         except Exception as e:  # a CUDA error surfacing at a synchronize, a bad return value, ...
             result.status = "runtime_error"
             result.messages.append(f"{type(e).__name__}: {e}")
-        result.reward = self.reward(result.status, result.speedup, result.kernel_coverage)
+        try:
+            result.reward = self.reward(result.status, result.speedup, result.kernel_coverage)
+        except ValueError as e:  # a figure the reward cannot take: the step fails, the caller gets a result
+            result.status, result.reward = "runtime_error", self.reward.failure
+            result.messages.append(f"no reward: {e}")
         result.wall_s = time.perf_counter() - started
         if key and deterministic and result.status in CACHED_STATUSES:
             self.result_cache.put(key, result)
@@ -284,6 +288,8 @@ class Judge:
         result.evidence = Evidence(case=str(case), claimed_ms=claimed)
         with _phase(result, "evidence"):
             fired = self._gather_evidence(task, build, own, case, claimed, result.evidence)
+        if result.evidence.own_share is not None and result.kernel_coverage is not None:  # the judge's figure bounds it
+            result.kernel_coverage = min(result.kernel_coverage, result.evidence.own_share)
         if fired:
             raise Flagged(fired)
 

@@ -121,6 +121,8 @@ class WorkerSolution:
         if not isinstance(timed, TimedRuns) or not isinstance(timed.outputs, list):  # something else answered
             detail = f"the timing reply was a {type(timed).__name__}"
             raise Flagged({"timing_channel": message("timing_channel", detail)})
+        if problem := _implausible(timed):
+            raise Flagged({"timing_channel": message("timing_channel", problem)})
         timed.outputs = [_owned(outputs, output_specs) for outputs in timed.outputs]
         return timed
 
@@ -137,6 +139,20 @@ class WorkerSolution:
 
     def _call(self, op: str, *args):
         return self._worker.call(op, args, self.limits[op])
+
+
+def _implausible(timed: TimedRuns) -> str | None:
+    """Why the worker's figures cannot be measurements (a NaN compares false with every bound the judge checks,
+    and an own share above 1 pays more than all the work), or None."""
+    for record in (timed.stats, timed.profile):
+        for name, value in getattr(record, "__dict__", {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and not (
+                    math.isfinite(value) and value >= 0):
+                return f"the worker reported {type(record).__name__}.{name} = {value!r}"
+    share = getattr(timed.profile, "own_share", None)
+    if share is not None and not (isinstance(share, float) and 0 <= share <= 1):
+        return f"the worker reported an own share of {share!r}"
+    return None
 
 
 def _nbytes(specs: list) -> int:

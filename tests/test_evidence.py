@@ -288,3 +288,20 @@ def test_a_kernel_named_like_torchs_or_a_vendors_never_makes_theirs_the_submissi
     own = {"vectorized_elementwise_kernel", cublas_kernel, "add_kernel"}
     stats = summarize_profile(kernels, 1, own)
     assert abs(stats.own_share - 100 / 2100) < 1e-9
+
+
+@pytest.mark.parametrize(("field", "value"), [("median_ms", float("nan")), ("min_ms", -1.0), ("own_share", 1.5),
+                                              ("kernel_ms", float("inf")), ("own_share", float("nan"))])
+def test_figures_a_worker_cannot_have_measured_are_refused(field, value):
+    """Red team round 12: a NaN median made every bound the judge checks false; an own share above 1 paid more."""
+    from kerneldojo.result import ProfileStats, TimeStats
+    from kerneldojo.sandbox.process import _implausible
+    from kerneldojo.sandbox.protocol import TimedRuns
+
+    stats = TimeStats(median_ms=0.5, mean_ms=0.5, min_ms=0.4, max_ms=0.6, iqr_ms=0.01, runs=10)
+    profile = ProfileStats(calls=3, kernel_ms=0.5, busy_ms=0.5, launches_per_call=1, streams=1, own_share=1.0)
+    assert _implausible(TimedRuns(stats, profile, [1], [])) is None
+    target = stats if field in TimeStats.model_fields else profile
+    setattr(target, field, value)
+    assert field in _implausible(TimedRuns(stats, profile, [1], [])) or "own share" in _implausible(
+        TimedRuns(stats, profile, [1], []))

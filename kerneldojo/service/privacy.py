@@ -12,9 +12,11 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-# The source, what quotes it (a traceback's or a compiler's messages quote its lines; kernel names in a profile),
-# and what names or identifies its submitter and submission (`hash` confirms a guessed source).
-PRIVATE = frozenset({"source", "messages", "ncu", "evidence", "label", "hash", "owner", "submitter", "job", "batch"})
+# The source, what quotes it (a traceback's or a compiler's messages quote its lines; the kernel names in its
+# timings' profiles, its ncu feedback and evidence), and what names or identifies its submitter and submission
+# (`hash` confirms a guessed source).
+PRIVATE = frozenset({"source", "messages", "timings", "ncu", "evidence", "label", "hash", "owner", "submitter", "job",
+                     "batch"})
 
 
 def visible_to(record: Mapping, viewer: str | None) -> bool:
