@@ -163,11 +163,12 @@ def test_a_submission_cannot_touch_the_judges_memory(judge):
 
 def test_protections_are_reported(protections):
     expected = ("user_namespace", "pid_namespace", "mount_namespace", "ipc_namespace", "network_namespace",
-                "filesystem", "process_limit", "memory_limit", "capabilities", "no_new_privs")
+                "filesystem", "process_limit", "memory_limit", "capabilities", "no_new_privs", "signals")
     assert set(expected) <= set(protections), protections
     for name in expected:  # each is on, or says why not
         value = protections[name]
-        assert value is True or str(value).startswith(("on", "read-only", "dropped", "unavailable", "off")), value
+        assert value is True or str(value).startswith(("on", "read-only", "dropped", "unavailable", "off", "scoped")), \
+            value
 
 
 def test_fork_bomb_is_contained(judge, protections):

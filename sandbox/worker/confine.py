@@ -14,7 +14,9 @@ the kernel allows:
 - **mount, ipc and network namespaces**: a root of its own built from an allowlist (`Plan.root`: Python,
   its packages, system libraries, CUDA, a few files of /etc), read-only, in which only the scratch folder,
   /tmp, /var/tmp and a private /dev/shm, each a capped tmpfs, are writable; no network at all;
-- then all capabilities dropped (bounding set too) and `no_new_privs`, and every fd but the socket closed.
+- then all capabilities dropped (bounding set too) and `no_new_privs`, a Landlock domain of its own that no
+  signal leaves (what keeps a GPU worker, which has no pid namespace, from signalling the judge or another
+  worker), and every fd but the socket closed.
 
 The spawned process (the one `multiprocessing` knows) is multithreaded once torch and numpy are
 imported (OpenBLAS starts its pool at import), and a multithreaded process may not enter a user or
@@ -58,6 +60,8 @@ ST_TO_MS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOE
 SYS_MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY, MNT_DETACH = 442, -100, 0x8000, 1, 2
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(platform.machine(), -1)
 SYS_KEYCTL, KEYCTL_JOIN_SESSION_KEYRING = {"x86_64": 250, "aarch64": 219}.get(platform.machine(), -1), 1
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_RESTRICT_SELF, LANDLOCK_CREATE_RULESET_VERSION = 444, 446, 1
+LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, LANDLOCK_SCOPE_SIGNAL, LANDLOCK_SCOPES_ABI = 1, 2, 6
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 38, 24, 47, 4
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
@@ -505,4 +509,34 @@ def _drop_privileges() -> dict:
     result["capabilities"] = "dropped" if ok else f"unavailable: capset: {os.strerror(ctypes.get_errno())}"
     ok = _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
     result["no_new_privs"] = True if ok else f"unavailable: {os.strerror(ctypes.get_errno())}"
+    result["signals"] = _scope_signals()
     return result
+
+
+class _LandlockRulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]  # fmt: skip
+
+
+def _scope_signals() -> str:
+    """A Landlock domain of the worker's own, scoped (Linux 6.12+): no signal to, and no abstract unix socket of,
+    a process outside it. Without a pid namespace (GPU mode) a worker sees the judge's, the spares' and the next
+    step's workers' pids, and shares their uid, which is all `kill` checks; this is what stops it. Its children
+    (a compiler, ncu) inherit the domain and stay signalable by it; ptrace outward is refused by any domain.
+    Called single-threaded (in `enter`), so every thread the worker starts later is inside."""
+    syscall = _libc.syscall
+    syscall.restype = ctypes.c_long
+    abi = syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), LANDLOCK_CREATE_RULESET_VERSION)
+    if abi < LANDLOCK_SCOPES_ABI:
+        why = os.strerror(ctypes.get_errno()) if abi < 0 else f"Landlock ABI {abi}"
+        return f"unavailable: {why}; scoped signals need Landlock ABI {LANDLOCK_SCOPES_ABI} (Linux 6.12)"
+    attr = _LandlockRulesetAttr(0, 0, LANDLOCK_SCOPE_SIGNAL | LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET)
+    ruleset = syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), 0)
+    if ruleset < 0:
+        return f"unavailable: landlock_create_ruleset: {os.strerror(ctypes.get_errno())}"
+    try:
+        if syscall(SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), 0) != 0:
+            return f"unavailable: landlock_restrict_self: {os.strerror(ctypes.get_errno())}"
+    finally:
+        os.close(ruleset)
+    return f"scoped: Landlock ABI {abi}, signals and abstract unix sockets stay inside the worker's domain"

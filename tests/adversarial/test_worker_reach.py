@@ -284,3 +284,50 @@ def test_a_worker_reads_nothing_of_the_judges_stdin():
         os.dup2(saved, 0)
         for fd in (saved, read_end, write_end):
             os.close(fd)
+
+
+# A worker without a pid namespace (GPU mode's default) sees the judge's pid and shares its uid, which is all
+# kill(2) asks: it signals the judge and every process of that uid, unless its own Landlock domain scopes signals.
+SIGNAL_OUTSIDE = """
+import os, signal
+
+
+def solution(x, y):
+    verdicts = []
+    for pid, sig in ((JUDGE, 0), (BYSTANDER, signal.SIGKILL)):
+        try:
+            os.kill(pid, sig)
+            verdicts.append(f"{pid}:delivered")
+        except OSError as e:
+            verdicts.append(f"{pid}:{e.strerror}")
+    try:
+        signal.pidfd_send_signal(os.pidfd_open(BYSTANDER), signal.SIGKILL)
+        verdicts.append("pidfd:delivered")
+    except OSError as e:
+        verdicts.append(f"pidfd:{e.strerror}")
+    raise RuntimeError("SIGNALS " + " ".join(verdicts))
+"""
+
+
+def test_a_worker_without_a_pid_namespace_signals_nothing_outside(monkeypatch):
+    """Issue 13 item 7: the threat model's open signal channel of GPU workers, checked on a CPU worker with its pid
+    namespace off (the process backend's GPU configuration on this machine's kernel)."""
+    from kerneldojo.sandbox import process
+
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    monkeypatch.setenv("KERNELDOJO_PID_NAMESPACE", "0")
+    process._stop_spares()  # spares were started with a pid namespace
+    try:
+        source = SIGNAL_OUTSIDE.replace("JUDGE", str(os.getpid())).replace("BYSTANDER", str(bystander.pid))
+        judge = Judge("cpu", seeds=1, limits={"load": 60, "run": 30})
+        result = judge.evaluate("vector_add", source, "triton")
+        protections = " ".join(result.messages)
+        if "signals: unavailable" in protections:
+            pytest.skip(f"no Landlock signal scoping on this kernel: {protections}")
+        assert "SIGNALS " in protections, result.messages
+        assert "delivered" not in protections, result.messages
+        assert bystander.poll() is None, "a worker killed a process of the judge's uid"
+    finally:
+        bystander.kill()
+        bystander.wait()
+        process._stop_spares()
