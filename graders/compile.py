@@ -149,7 +149,8 @@ def _build_native(task: Task, source: str, language: str, arch: str) -> Build:
                  "-include", SIGNATURE_HEADER]
         key = _digest(language, source, header, *flags, *toolchain)
         builds[dtype] = flags, cache_dir() / key / "submission.so"
-    missing = [dtype for dtype, (_, library) in builds.items() if not library.exists()]
+    missing = [dtype for dtype, (_, library) in builds.items()
+               if not (library.exists() and library.with_name(KERNEL_NAMES).exists())]
 
     def build(dtype: str) -> None:
         flags, library = builds[dtype]
@@ -164,8 +165,6 @@ def _build_native(task: Task, source: str, language: str, arch: str) -> Build:
                 future.result()
     elif missing:
         build(missing[0])
-    for _, library in builds.values():
-        _check_exports(library)
     libraries = {dtype: library for dtype, (_, library) in builds.items()}
     last = next(reversed(libraries.values()))
     return Build(language, last.with_name("submission.cu"), libraries, cached=not missing)
@@ -198,15 +197,51 @@ def native_checks_note(arch: str) -> str:
             "Not verified: that it launches, that its outputs are right, or its speed (run it on a GPU)")
 
 
-def _check_exports(library: Path) -> None:
-    """The built library must export `solution`: read from its dynamic symbols, never by loading it here."""
-    nm = shutil.which("nm")
-    if nm is None:
-        return
-    listed = subprocess.run([nm, "-D", "--defined-only", str(library)], capture_output=True, text=True)
-    if listed.returncode == 0 and "solution" not in {ln.split()[-1] for ln in listed.stdout.splitlines() if ln}:
+def _check_exports(listed: str) -> None:
+    """The built library must export `solution`: `nm -D --defined-only`'s listing of it (made in the build's
+    confinement, `INSPECT`), never by loading it here."""
+    if listed.startswith(INSPECT_FAILED):
+        return  # nm could not read it; the worker's load says what is missing
+    if "solution" not in {ln.split()[-1] for ln in listed.splitlines() if ln.strip()}:
         raise CompileError('the built library does not export `solution`: define it as extern "C" with the task\'s '
                            "signature (a C++ function of that name is mangled, and an overload is another function)")
+
+
+# What the judge needs to know of a built library is read by nm and cuobjdump in the build's own confinement,
+# right after nvcc (one sandbox, no second start-up): they parse a binary the submission shaped, so their bugs
+# must not run in the judge's process. The judge reads only their text, capped.
+EXPORTS, SYMBOLS, KERNEL_NAMES = "exports.txt", "symbols.txt", "kernel-names.txt"
+INSPECT_FAILED = "# not listed"
+INSPECT_OUTPUT_BYTES = 4 << 20
+INSPECT = ('"$0" "$@" || exit; '
+           'if [ -n "$KD_NM" ]; then "$KD_NM" -D --defined-only submission.so >exports.txt 2>&1 '
+           '|| echo "' + INSPECT_FAILED + '" >exports.txt; fi; '
+           'if [ -n "$KD_CUOBJDUMP" ]; then "$KD_CUOBJDUMP" -symbols submission.so >symbols.txt 2>&1 '
+           '|| echo "' + INSPECT_FAILED + '" >symbols.txt; fi')
+
+
+def _inspection(folder: Path, name: str) -> str | None:
+    """One listing the confined build left (`INSPECT`), as untrusted text: a regular file, capped."""
+    if not os.path.lexists(folder / name):
+        return None
+    try:
+        return read_regular_file(folder / name, INSPECT_OUTPUT_BYTES).decode(errors="replace")
+    except ValueError as e:
+        raise CompileError(f"the build's {name} is not a regular file of at most {INSPECT_OUTPUT_BYTES >> 20} MiB "
+                           f"({e})") from None
+
+
+def _store_kernel_names(folder: Path, library: Path) -> None:
+    """The __global__ functions of the library, one per line beside it (`graders.profile.native_kernel_names`
+    reads them); written before the library lands, so a cached library always has them."""
+    from kerneldojo.graders.profile import kernel_names_from_symbols
+
+    symbols = _inspection(folder, SYMBOLS)
+    if symbols is None or symbols.startswith(INSPECT_FAILED):
+        text = f"{INSPECT_FAILED}: cuobjdump {'could not read the library' if symbols else 'not found'}\n"
+    else:
+        text = "".join(f"{name}\n" for name in sorted(kernel_names_from_symbols(symbols)))
+    write_atomically(library.with_name(KERNEL_NAMES), text)
 
 
 def _run_nvcc(nvcc: str, source: str, flags: list[str], library: Path, what: str, header: str,
@@ -220,21 +255,28 @@ def _run_nvcc(nvcc: str, source: str, flags: list[str], library: Path, what: str
     with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
         for name, text in inputs.items():
             (Path(tmp) / name).write_text(text)
-        returncode, output = run_confined(nvcc, [*flags, "submission.cu", "-o", "submission.so"], Path(tmp), what,
-                                          "nvcc", extra_ro)
+        tools = {"KD_NM": shutil.which("nm"), "KD_CUOBJDUMP": cuda_tool("cuobjdump")}
+        returncode, output = run_confined("/bin/sh", ["-c", INSPECT, nvcc, *flags, "submission.cu", "-o",
+                                                      "submission.so"], Path(tmp), what, "nvcc",
+                                          (*extra_ro, *(os.path.realpath(t) for t in (nvcc, *tools.values()) if t)),
+                                          {k: v or "" for k, v in tools.items()})
         if returncode != 0:
             message = _clean_nvcc_output(output, Path(tmp))
             if "solution" in message:  # e.g. the submission's declaration conflicts with the task's
                 message += f"\nthe task's entry point (kerneldojo show TASK): {header.splitlines()[-1]}"
             raise CompileError(message)
+        if (exports := _inspection(Path(tmp), EXPORTS)) is not None:
+            _check_exports(exports)
+        _store_kernel_names(Path(tmp), library)
         copy_out(Path(tmp) / "submission.so", library)
 
 
 def run_confined(tool: str, args: list[str], folder: Path, what: str, compiler: str,
-                 extra_ro: tuple[str, ...] = ()) -> tuple[int, str]:
+                 extra_ro: tuple[str, ...] = (), extra_env: dict[str, str] | None = None) -> tuple[int, str]:
     """`tool args` run confined in `folder` (`confined`): its exit status and output (stdout and stderr), the
-    confinement it had logged. Past COMPILE_WALL_S it is killed (CompileTimeout); a compiler process stopped
-    past COMPILE_CPU_S is a CompileError. `what` and `compiler` name the build in messages."""
+    confinement it had logged; `extra_env` joins the worker's allowlisted environment. Past COMPILE_WALL_S it is
+    killed (CompileTimeout); a compiler process stopped past COMPILE_CPU_S is a CompileError. `what` and
+    `compiler` name the build in messages."""
     from kerneldojo.sandbox.isolation import Cgroup
     from kerneldojo.sandbox.protocol import MEMORY_CAP_BYTES, PROCESSES_CAP
 
@@ -243,8 +285,9 @@ def run_confined(tool: str, args: list[str], folder: Path, what: str, compiler: 
     # cgroup of MEMORY_CAP_BYTES and PROCESSES_CAP for all its processes, where the judge can make one).
     cgroup = Cgroup(MEMORY_CAP_BYTES, PROCESSES_CAP)
     try:
+        environment = {**kept(dict(os.environ)), **(extra_env or {})}
         proc = subprocess.Popen(confined(tool, args, folder, extra_ro, cgroup), cwd=folder, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, env=kept(dict(os.environ)))
+                                stderr=subprocess.STDOUT, text=True, env=environment)
         started = time.monotonic()
         while True:
             try:

@@ -231,17 +231,34 @@ def _imported_module_files(source: str) -> list[Path]:
 
 @functools.cache  # a library's path names its content (the build cache is keyed by source and flags)
 def native_kernel_names(library) -> frozenset[str]:
-    """The __global__ functions compiled into a built library, from its embedded cubins."""
+    """The __global__ functions compiled into a built library, from its embedded cubins. The judge's builds list
+    them beside the library (`graders.compile.KERNEL_NAMES`, by cuobjdump in the build's confinement); a library
+    without that list (load_inline's, built inside a worker) is read by cuobjdump here, in the worker."""
     import subprocess
+    from pathlib import Path
 
+    from kerneldojo.graders.compile import INSPECT_FAILED, KERNEL_NAMES
     from kerneldojo.sandbox.device import cuda_tool
 
+    listed = Path(library).with_name(KERNEL_NAMES)
+    if listed.exists():
+        text = listed.read_text()
+        if text.startswith(INSPECT_FAILED):
+            raise RuntimeError(f"judge: the kernels a CUDA submission compiled cannot be told from library ones: "
+                               f"{text.strip()[len(INSPECT_FAILED) + 2:]} at its build (install the CUDA toolkit's "
+                               "cuobjdump, then clear the build cache)")
+        return frozenset(text.split())
     tool = cuda_tool("cuobjdump")
     if tool is None:  # without it every native kernel would look foreign, and the decoy check would fire
         raise RuntimeError("judge: cuobjdump not found, so the kernels a CUDA submission compiled cannot be told "
                            "from library ones; install the CUDA toolkit's cuobjdump or put it on PATH")
-    out = subprocess.run([tool, "-symbols", str(library)], capture_output=True, text=True, timeout=60).stdout
-    return frozenset(_demangled_base(line.split()[-1]) for line in out.splitlines()
+    return kernel_names_from_symbols(subprocess.run([tool, "-symbols", str(library)], capture_output=True,
+                                                    text=True, timeout=60).stdout)
+
+
+def kernel_names_from_symbols(listing: str) -> frozenset[str]:
+    """The kernel entry points of `cuobjdump -symbols`'s listing, demangled to their identifiers."""
+    return frozenset(_demangled_base(line.split()[-1]) for line in listing.splitlines()
                      if "STT_FUNC" in line and "STO_ENTRY" in line)
 
 

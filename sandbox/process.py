@@ -121,7 +121,7 @@ class WorkerSolution:
         if not isinstance(timed, TimedRuns) or not isinstance(timed.outputs, list):  # something else answered
             detail = f"the timing reply was a {type(timed).__name__}"
             raise Flagged({"timing_channel": message("timing_channel", detail)})
-        if problem := _implausible(timed):
+        if problem := _implausible(timed, len(seeds)):
             raise Flagged({"timing_channel": message("timing_channel", problem)})
         timed.outputs = [_owned(outputs, output_specs) for outputs in timed.outputs]
         return timed
@@ -141,9 +141,13 @@ class WorkerSolution:
         return self._worker.call(op, args, self.limits[op])
 
 
-def _implausible(timed: TimedRuns) -> str | None:
+def _implausible(timed: TimedRuns, sets: int) -> str | None:
     """Why the worker's figures cannot be measurements (a NaN compares false with every bound the judge checks,
-    and an own share above 1 pays more than all the work), or None."""
+    and an own share above 1 pays more than all the work), or why its `sets` input sets cannot all be rechecked
+    (the judge rechecks the outputs the reply holds, so a reply without them would skip it), or None."""
+    if not (len(timed.seeds) == len(timed.outputs) == sets and any(timed.outputs)):
+        return (f"the worker reported {len(timed.seeds)} input sets and {len(timed.outputs)} outputs for the "
+                f"{sets} sets it was given" + ("" if any(timed.outputs) else ", none of them run"))
     for record in (timed.stats, timed.profile):
         for name, value in getattr(record, "__dict__", {}).items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and not (

@@ -47,13 +47,31 @@ def test_an_include_of_a_judge_file_finds_nothing(fresh_cache):
         token.unlink()
 
 
-def test_honest_cuda_still_builds_and_is_copied_out(fresh_cache):
+def test_honest_cuda_still_builds_and_is_copied_out(fresh_cache, monkeypatch):
+    bundled = Path(__import__("triton").__file__).parent / "backends" / "nvidia" / "bin"
+    if compile_mod.cuda_tool("cuobjdump") is None and (bundled / "cuobjdump").exists():  # Triton ships one
+        monkeypatch.setenv("PATH", f"{bundled}:{os.environ['PATH']}")
     build = compile_mod.compile_submission(get_task("vector_add"), subs.VECTOR_ADD_CUDA, "cuda", "90")
     library = next(iter(build.libraries.values()))
     assert library.is_file() and not library.is_symlink() and library.stat().st_size > 0
-    if shutil.which("nm"):
-        compile_mod._check_exports(library)
     assert not [p for p in library.parent.iterdir() if p.is_dir()]  # the build folder is gone
+    # Its kernels were listed by cuobjdump inside the build's confinement, so the judge never parses the binary.
+    listed = library.with_name(compile_mod.KERNEL_NAMES).read_text()
+    if compile_mod.cuda_tool("cuobjdump"):
+        from kerneldojo.graders.profile import native_kernel_names
+
+        assert "add" in listed.split(), listed
+        assert "add" in native_kernel_names(library)
+    else:
+        assert listed.startswith(compile_mod.INSPECT_FAILED)
+
+
+@pytest.mark.skipif(shutil.which("nm") is None, reason="no nm here")
+def test_a_library_that_exports_no_solution_is_refused_and_not_cached(fresh_cache):
+    source = subs.VECTOR_ADD_CUDA.replace('extern "C"', "").replace("solution(", "solution_v2(")
+    with pytest.raises(CompileError, match="does not export `solution`"):
+        compile_mod.compile_submission(get_task("vector_add"), source, "cuda", "90")
+    assert not list(Path(os.environ["KERNELDOJO_CACHE"]).rglob("submission.so"))
 
 
 def test_a_symlink_left_as_the_library_is_not_followed(tmp_path):

@@ -300,8 +300,20 @@ def test_figures_a_worker_cannot_have_measured_are_refused(field, value):
 
     stats = TimeStats(median_ms=0.5, mean_ms=0.5, min_ms=0.4, max_ms=0.6, iqr_ms=0.01, runs=10)
     profile = ProfileStats(calls=3, kernel_ms=0.5, busy_ms=0.5, launches_per_call=1, streams=1, own_share=1.0)
-    assert _implausible(TimedRuns(stats, profile, [1], [])) is None
+    ran = [(torch.zeros(1),)]
+    assert _implausible(TimedRuns(stats, profile, [1], ran), 1) is None
     target = stats if field in TimeStats.model_fields else profile
     setattr(target, field, value)
-    assert field in _implausible(TimedRuns(stats, profile, [1], [])) or "own share" in _implausible(
-        TimedRuns(stats, profile, [1], []))
+    problem = _implausible(TimedRuns(stats, profile, [1], ran), 1)
+    assert field in problem or "own share" in problem
+
+
+@pytest.mark.parametrize(("seeds", "outputs"), [([], []), ([1], [()]), ([1, 2], [(0,)]), ([1], [(0,), (0,)])])
+def test_a_timing_reply_that_skips_the_recheck_is_refused(seeds, outputs):
+    """Red team round 13: the judge rechecks the sets a reply holds, so a reply with none (or none run) skipped it."""
+    from kerneldojo.result import TimeStats
+    from kerneldojo.sandbox.process import _implausible
+    from kerneldojo.sandbox.protocol import TimedRuns
+
+    stats = TimeStats(median_ms=0.5, mean_ms=0.5, min_ms=0.4, max_ms=0.6, iqr_ms=0.01, runs=10)
+    assert "input sets" in _implausible(TimedRuns(stats, None, seeds, outputs), 1)
