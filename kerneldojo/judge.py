@@ -315,10 +315,14 @@ class Judge:
             raise SubmissionTimeout(capped(reply["timeout"]))
         wrong = functools.partial(message, "evidence_wrong")
         if problems := reply.get("problems"):
+            # A replay that died is a failed step, not a flag: its cause may be the machine's (ncu saves device
+            # memory on the host to replay kernels; beside four workers replays were killed, exit 9, on the H100
+            # on 2026-11-24), and a submission that dies on purpose gains nothing over an honest failure by it.
             said = "\n".join(f"{who} said:\n{capped(reply.get(key, ''))[-1500:]}"
                              for who, key in (("ncu", "stderr"), ("the replay", "replay_log")) if reply.get(key))
-            return {"evidence_wrong": wrong(f"the replay (exit {reply.get('returncode')}) wrote no outputs "
-                                            f"({capped(problems)[:300]}); {said}")}
+            limits_hit = "".join(f"; {note.replace('the worker', 'the replay')}" for note in reply["limits_hit"])
+            raise SubmissionError(f"the replay under Nsight Compute (exit {reply.get('returncode')}) wrote no outputs "
+                                  f"({capped(problems)[:300]}){limits_hit}; {said}")
         if sample is not None:
             expected = [sampled_outputs(want, *sample) for want in expected]
             specs = [(tuple(t.shape), t.dtype) for t in expected[0]]

@@ -204,8 +204,9 @@ def evidence_in_worker(device: Device, task: Task, build: Build, shape: dict, se
                        limits: dict[str, float] | None = None, sample: tuple[int, int] | None = None) -> dict:
     """Nsight Compute's record of a replay of `build` at `shape`, one call per seed, gathered by a fresh worker that
     never loads the submission (`worker.evidence_replay`): {"csv", "outputs", "problems", "returncode"}, or
-    {"unavailable": why} / {"timeout": why}. With `sample` (count, seed), each output comes back as `count` of its
-    elements (`protocol.sample_positions`). `graders.evidence` reads it; nothing here trusts it."""
+    {"unavailable": why} / {"timeout": why}; and "limits_hit", the judge's own notes of what the worker's cgroup
+    stopped. With `sample` (count, seed), each output comes back as `count` of its elements
+    (`protocol.sample_positions`). `graders.evidence` reads it; nothing here trusts it."""
     limits = {**LIMITS_S, **(limits or {})}
     worker = _take_worker(device, limits)
     try:
@@ -214,11 +215,12 @@ def evidence_in_worker(device: Device, task: Task, build: Build, shape: dict, se
         cap = reply_cap(len(seeds) * _nbytes(sent) + (4 << 20))  # the outputs and ncu's capped CSV
         reply = worker.call("evidence", (task_ref(task), build, dict(shape), list(seeds), output_specs,
                                          limits["evidence"] - 10, sample), limits["evidence"], cap)
+        notes = worker.cgroup.notes()  # the judge's own word on what the worker's limits stopped
     finally:
         worker.stop()
     if not isinstance(reply, dict):
         raise SubmissionError(f"the evidence reply was a {type(reply).__name__}")
-    return reply
+    return {**reply, "limits_hit": notes}
 
 
 # A worker starts with the allowlisted environment (`worker.environment.kept`) at exec, so that none of the judge's

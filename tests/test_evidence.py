@@ -236,7 +236,27 @@ def test_the_evidence_request_reaches_the_worker_and_says_why_it_cannot_run(monk
     build = compile_mod.compile_submission(task, "def solution(x, y):\n    return x + y\n", "python", None)
     reply = evidence_in_worker(resolve_device("cpu"), task, build, {"n": 8, "dtype": "float32"}, [1, 2],
                                [((8,), torch.float32)], sample=(4, 7))
-    assert set(reply) == {"unavailable"} and "ncu" in reply["unavailable"], reply
+    assert set(reply) == {"unavailable", "limits_hit"} and "ncu" in reply["unavailable"], reply
+    assert reply["limits_hit"] == []  # the judge's reading of the worker's cgroup: nothing stopped
+
+
+def test_a_replay_that_died_fails_the_step_and_says_what_stopped_it(monkeypatch):
+    """An H100 run (2026-11-24) flagged honest kernels `evidence_wrong` when their replays were killed beside four
+    workers: a replay that writes no outputs is a failure (not a flag, not cached), with the limit it met."""
+    from kerneldojo import judge as judge_mod
+    from kerneldojo.graders.evidence import OwnKernels
+    from kerneldojo.result import Evidence
+    from kerneldojo.sandbox.protocol import SubmissionError
+    from kerneldojo.tasks import get_task
+
+    died = {"problems": ["no output file for call 1"], "returncode": -9, "stderr": "==PROF== Connected",
+            "limits_hit": ["the worker ran out of host memory: its limit is 16 GiB and the OOM killer ended it"]}
+    monkeypatch.setattr(judge_mod, "evidence_in_worker", lambda *a, **k: died)
+    task = get_task("vector_add")
+    judge = judge_mod.Judge("cpu")
+    with pytest.raises(SubmissionError, match=r"exit -9.*the replay ran out of host memory"):
+        judge._gather_evidence(task, None, OwnKernels(), task.cases("bench")[0], 1.0, Evidence(case="c", claimed_ms=1))
+    assert "runtime_error" not in judge_mod.CACHED_STATUSES
 
 
 def test_a_third_party_librarys_triton_kernels_count_as_the_submissions():
