@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+from kerneldojo.graders.profile import INSPECT_FAILED, KERNEL_NAMES, kernel_names_from_symbols
 from kerneldojo.sandbox.device import cuda_tool
 from kerneldojo.sandbox.protocol import Build, CompileError, read_regular_file
 from kerneldojo.sandbox.worker.compiler import PROTECTIONS_PREFIX
@@ -210,8 +211,7 @@ def _check_exports(listed: str) -> None:
 # What the judge needs to know of a built library is read by nm and cuobjdump in the build's own confinement,
 # right after nvcc (one sandbox, no second start-up): they parse a binary the submission shaped, so their bugs
 # must not run in the judge's process. The judge reads only their text, capped.
-EXPORTS, SYMBOLS, KERNEL_NAMES = "exports.txt", "symbols.txt", "kernel-names.txt"
-INSPECT_FAILED = "# not listed"
+EXPORTS, SYMBOLS = "exports.txt", "symbols.txt"
 INSPECT_OUTPUT_BYTES = 4 << 20
 INSPECT = ('"$0" "$@" || exit; '
            'if [ -n "$KD_NM" ]; then "$KD_NM" -D --defined-only submission.so >exports.txt 2>&1 '
@@ -234,8 +234,6 @@ def _inspection(folder: Path, name: str) -> str | None:
 def _store_kernel_names(folder: Path, library: Path) -> None:
     """The __global__ functions of the library, one per line beside it (`graders.profile.native_kernel_names`
     reads them); written before the library lands, so a cached library always has them."""
-    from kerneldojo.graders.profile import kernel_names_from_symbols
-
     symbols = _inspection(folder, SYMBOLS)
     if symbols is None or symbols.startswith(INSPECT_FAILED):
         text = f"{INSPECT_FAILED}: cuobjdump {'could not read the library' if symbols else 'not found'}\n"

@@ -229,6 +229,11 @@ def _imported_module_files(source: str) -> list[Path]:
     return files
 
 
+# Beside each library the judge built: its kernels, one name per line (`graders.compile` writes it), or a line
+# starting INSPECT_FAILED that says why they could not be listed.
+KERNEL_NAMES, INSPECT_FAILED = "kernel-names.txt", "# not listed"
+
+
 @functools.cache  # a library's path names its content (the build cache is keyed by source and flags)
 def native_kernel_names(library) -> frozenset[str]:
     """The __global__ functions compiled into a built library, from its embedded cubins. The judge's builds list
@@ -237,7 +242,6 @@ def native_kernel_names(library) -> frozenset[str]:
     import subprocess
     from pathlib import Path
 
-    from kerneldojo.graders.compile import INSPECT_FAILED, KERNEL_NAMES
     from kerneldojo.sandbox.device import cuda_tool
 
     listed = Path(library).with_name(KERNEL_NAMES)
