@@ -4,6 +4,8 @@ that gets code into the judge cannot poison the tests after it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 
@@ -23,10 +25,37 @@ def adv_gpu_judge():
 
 @pytest.fixture
 def judge_for(adv_cpu_judge, request):
+    """The judge of a mode. With KERNELDOJO_SUITE_RESULTS=<folder>, each result is also written there as JSON when
+    it is made, so a GPU run that ends at its time limit keeps the messages of the cases it reached."""
+    import os
+
+    folder = os.environ.get("KERNELDOJO_SUITE_RESULTS")
+
     def pick(mode: str):
-        return adv_cpu_judge if mode == "cpu" else request.getfixturevalue("adv_gpu_judge")
+        judge = adv_cpu_judge if mode == "cpu" else request.getfixturevalue("adv_gpu_judge")
+        return judge if not folder else _Recording(judge, Path(folder) / f"{_safe(request.node.name)}.json")
 
     return pick
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:150]
+
+
+class _Recording:
+    """A judge whose `evaluate` also writes each result to `path` (the last one wins)."""
+
+    def __init__(self, judge, path: Path):
+        self._judge, self._path = judge, path
+
+    def __getattr__(self, name: str):
+        return getattr(self._judge, name)
+
+    def evaluate(self, *args, **kwargs):
+        result = self._judge.evaluate(*args, **kwargs)
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        self._path.write_text(result.model_dump_json(indent=1))
+        return result
 
 
 def _judge_side_functions() -> dict[str, object]:
