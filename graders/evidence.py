@@ -22,8 +22,8 @@ from kerneldojo.graders.checks import message
 from kerneldojo.graders.profile import (  # noqa: F401 (triton_kernel_names re-exported)
     FOREIGN_NAMESPACES,
     VENDOR_KERNEL,
-    VENDOR_NAME,
     kernel_base_name,
+    library_like,
     triton_kernel_names,
 )
 from kerneldojo.sandbox.protocol import CompileError, sample_positions
@@ -43,11 +43,12 @@ TIME_SLACK, TIME_SLACK_MS = 1.5, 0.02
 
 
 def check_own_names(names: set[str]) -> None:
-    """Refuse a build whose own kernels are named like a vendor library's (`VENDOR_NAME`)."""
-    clashing = sorted(n for n in names if VENDOR_NAME.search(n))
+    """Refuse a build whose own kernels are named like a vendor library's or Inductor's (`library_like`)."""
+    clashing = sorted(n for n in names if library_like(n))
     if clashing:
         raise CompileError(f"kernel name(s) {', '.join(clashing[:5])} look like a vendor library's (cuBLAS, cuDNN, "
-                           f"CUTLASS, flash attention), which the judge must tell apart from yours; rename them")
+                           f"CUTLASS, flash attention) or torch's (Inductor's generated kernels), which the judge "
+                           "must tell apart from yours; rename them")
 
 
 @dataclass
@@ -91,9 +92,10 @@ def figures(launches: list[dict], own: OwnKernels) -> Figures:
 
 def decide(found: Figures, claimed_ms: float, case: str, vendor_forbidden: bool, decoy_forbidden: bool
            ) -> dict[str, str]:  # fmt: skip
-    """The flags ncu's record raises. `claimed_ms`: the larger of the worker's event median and its profile's
-    kernel time for this case; `vendor_forbidden`: the task allows no vendor library's operator;
-    `decoy_forbidden`: the task does not allow them all (an adapted suite's problem may keep torch's kernels)."""
+    """The flags ncu's record raises. `claimed_ms`: the time per call the speedup pays for this case (the larger of
+    the worker's event median and its profile's busy time, `CaseTiming.scored_ms`); `vendor_forbidden`: the task
+    allows no vendor library's operator; `decoy_forbidden`: the task does not allow them all (an adapted suite's
+    problem may keep torch's kernels)."""
     fired = {}
     if not found.launches:
         fired["no_kernel"] = message("no_kernel", f"{case}, replayed under Nsight Compute")

@@ -35,6 +35,14 @@ VENDOR_NAME = re.compile(r"nvjet|xmma|cublas|cudnn|cutlass|flash_fwd|fmha|^sm\d+
                          r"^gemv|^gemmk|^gemmSN|^splitKreduce", re.I)
 # A C++ kernel in these namespaces is torch's or a library's, whatever its base name.
 FOREIGN_NAMESPACES = ("at::", "c10::", "cub::", "thrust::", "cublas", "cudnn")
+# Inductor's generated Triton kernels (pointwise, reduction, persistent, template, foreach, split scan): torch's
+# work, which a submission could call past the operator watch through a graph it compiled (red team round 14).
+INDUCTOR_NAME = re.compile(r"^triton_(poi|red|per|tem|for|spl|unk)_")
+
+
+def library_like(name: str) -> bool:
+    """A base name that is a vendor library's or Inductor's: never a submission's own kernel."""
+    return bool(VENDOR_NAME.search(name) or INDUCTOR_NAME.match(name))
 
 
 @dataclass
@@ -100,7 +108,7 @@ def foreign(name: str) -> bool:
     """A kernel that is torch's or a vendor library's by its full name, whatever base name it shares with one of
     the submission's (a submission's kernel named `vectorized_elementwise_kernel` does not make torch's its own)."""
     head = re.sub(r"^(void|static|__global__)\s+", "", name.strip())
-    return head.startswith(FOREIGN_NAMESPACES) or bool(VENDOR_NAME.search(kernel_base_name(name)))
+    return head.startswith(FOREIGN_NAMESPACES) or library_like(kernel_base_name(name))
 
 
 def kernel_base_name(name: str) -> str:

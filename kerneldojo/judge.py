@@ -284,7 +284,8 @@ class Judge:
         cannot be made (no ncu, no counters, another backend) says why in `result.evidence.note`."""
         case = secrets.choice(task.cases("bench"))
         timing = next(t for t in result.timings if t.case == str(case))
-        claimed = max(timing.submission.median_ms, timing.profile.kernel_ms if timing.profile else 0.0)
+        claimed = timing.scored_ms  # what the speedup pays (red team round 14: the worker's kernel time was checked
+        # here while its busy time was paid, and it reported one honest, the other cut)
         result.evidence = Evidence(case=str(case), claimed_ms=claimed)
         with _phase(result, "evidence"):
             fired = self._gather_evidence(task, build, own, case, claimed, result.evidence)
@@ -474,9 +475,7 @@ class Judge:
             _check_timing(task, timing, floor_ms(flops, moved, case.dtype, sheet))
             del inputs, template, timed
         result.timed = True
-        result.speedup = _geomean([t.speedup for t in result.timings])
-        result.speedup_vs_compile = _geomean([t.speedup_vs_compile for t in result.timings])
-        result.roofline_fraction = _geomean([t.roofline_fraction for t in result.timings])
+        _summarise_timings(result)
         shares = [t.profile.own_share for t in result.timings if t.profile and t.profile.own_share is not None]
         result.kernel_coverage = min(shares) if shares else None
 
@@ -698,6 +697,12 @@ def _default_reference_cache() -> Path:
 @functools.cache
 def _compiled_reference(task_id: str):
     return torch.compile(get_task(task_id).reference.reference)
+
+
+def _summarise_timings(result: EvalResult) -> None:
+    result.speedup = _geomean([t.speedup for t in result.timings])
+    result.speedup_vs_compile = _geomean([t.speedup_vs_compile for t in result.timings])
+    result.roofline_fraction = _geomean([t.roofline_fraction for t in result.timings])
 
 
 def _geomean(values: list[float | None]) -> float | None:

@@ -17,6 +17,7 @@ from kerneldojo.graders.evidence import (
     triton_kernel_names,
 )  # fmt: skip
 from kerneldojo.graders.ncu import NcuReportAltered, ncu_command, parse_ncu_csv
+from kerneldojo.graders.profile import foreign
 from kerneldojo.sandbox.protocol import CompileError
 from kerneldojo.sandbox.worker.evidence_replay import CHUNK_BYTES, OutputFileError, read_output, read_raw
 
@@ -147,10 +148,12 @@ def test_own_triton_names_come_from_the_syntax_under_any_import_spelling():
 
 
 def test_own_kernels_named_like_a_vendor_library_are_refused_at_compile_time():
-    for name in ("nvjet_tst_128x256_64x4", "sm90_xmma_gemm_f32f32", "cutlass_80_tensorop_gemm", "ampere_sgemm_128"):
+    for name in ("nvjet_tst_128x256_64x4", "sm90_xmma_gemm_f32f32", "cutlass_80_tensorop_gemm", "ampere_sgemm_128",
+                 "triton_poi_fused_add_0", "triton_red_fused_sum_1", "triton_per_fused__softmax_0"):  # Inductor's
         with pytest.raises(CompileError, match="rename"):
             check_own_names({name, "add_kernel"})
-    check_own_names({"gemm_kernel", "fp8_gemm_kernel", "gemm_tn_kernel", "softmax_kernel"})  # the tasks' starters
+    check_own_names({"gemm_kernel", "fp8_gemm_kernel", "gemm_tn_kernel", "softmax_kernel", "triton_softmax"})
+    assert foreign("triton_poi_fused_add_0") and not foreign("triton_softmax")
 
 
 def test_a_source_with_a_vendor_named_kernel_is_a_compile_error(cpu_judge):
@@ -298,7 +301,7 @@ def test_a_kernel_named_like_torchs_or_a_vendors_never_makes_theirs_the_submissi
     """Red team round 12: own names from a rewritten source file made torch's and cuBLAS's kernels count as the
     submission's in the worker's profile. Names are fixed before the submission runs, and a full name in torch's
     namespaces or a vendor's pattern is never its own, whatever base name it shares."""
-    from kerneldojo.graders.profile import KernelInterval, foreign, summarize_profile
+    from kerneldojo.graders.profile import KernelInterval, summarize_profile
 
     torch_kernel = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int, float*)"
     cublas_kernel = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas"
@@ -337,3 +340,31 @@ def test_a_timing_reply_that_skips_the_recheck_is_refused(seeds, outputs):
 
     stats = TimeStats(median_ms=0.5, mean_ms=0.5, min_ms=0.4, max_ms=0.6, iqr_ms=0.01, runs=10)
     assert "input sets" in _implausible(TimedRuns(stats, None, seeds, outputs), 1)
+
+
+def test_the_evidence_checks_the_time_the_speedup_pays(monkeypatch):
+    """Red team round 14: the pass checked ncu against the worker's kernel time while the speedup paid its busy
+    time; a worker that reported the first honestly and cut the second (and its event median) was paid 2.5x."""
+    from kerneldojo import judge as judge_mod
+    from kerneldojo.result import CaseTiming, EvalResult, ProfileStats, TimeStats, Versions
+    from kerneldojo.tasks import get_task
+
+    task = get_task("vector_add")
+    case = task.cases("bench")[0]
+    forged = TimeStats(median_ms=0.076, mean_ms=0.076, min_ms=0.07, max_ms=0.08, iqr_ms=0.001, runs=50)
+    profile = ProfileStats(calls=3, kernel_ms=0.389, busy_ms=0.076, launches_per_call=1, streams=1, own_share=1.0)
+    result = EvalResult(task=task.id, language="triton", device="cuda", mode="gpu", status="ok",
+                        versions=Versions(kerneldojo="0", python="3", torch="2"))
+    result.timings = [CaseTiming(case=str(case), submission=forged, profile=profile)]
+    checked = []
+
+    def gather(self, task, build, own, case, claimed_ms, evidence):
+        checked.append(claimed_ms)
+        return decide(figures([{"Kernel Name": "add", "gpu__time_duration.sum": 0.389}], OwnKernels({"add"})),
+                      claimed_ms, str(case), True, True)
+
+    monkeypatch.setattr(judge_mod.Judge, "_gather_evidence", gather)
+    monkeypatch.setattr(judge_mod.secrets, "choice", lambda cases: case)
+    with pytest.raises(judge_mod.Flagged) as raised:
+        judge_mod.Judge("cpu")._evidence(task, None, OwnKernels({"add"}), result)
+    assert checked == [result.timings[0].scored_ms] and "time_disagrees" in raised.value.checks

@@ -174,6 +174,7 @@ def replay(spec: dict) -> None:
     from kerneldojo.tasks import get_task
 
     from .harness import Solution
+    from .syscall_filter import before_submission_code
 
     # ncu's stdout is the table the judge reads: nothing of this process's goes there.
     out = os.open(LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -183,6 +184,7 @@ def replay(spec: dict) -> None:
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
     _quiet_triton_benchmarks()
+    before_submission_code()
     task, device = get_task(spec["task"]), resolve_device(spec["device"])
     shape, cpu = spec["shape"], torch.device("cpu")
     templates = tuple(torch.empty(size, dtype=getattr(torch, dtype)) for size, dtype in spec["outputs"])

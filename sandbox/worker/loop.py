@@ -32,7 +32,7 @@ from .channel import WorkerEnd
 from .confine import Plan, enter
 from .environment import scrub
 from .harness import Solution
-from .syscall_filter import refuse_processes_and_sockets
+from .syscall_filter import before_submission_code, refuse_processes_and_sockets
 from .triton_interpreter import interpreter
 from .watches import ForbiddenOps, interpreter_code
 
@@ -103,6 +103,7 @@ class _Session:
     def op_load(self, task_id: str, build) -> float:
         """Returns the seconds the load took, for the judge's phase breakdown (the rest was the worker's start)."""
         started = time.perf_counter()
+        before_submission_code()
         self.solution = Solution(get_task(task_id), build, resolve_device(self.device_spec), self.outputs_by_value)
         if self.replies is not None:
             self.solution.first_return = lambda: _reply(self.replies, self.sequence, PROGRESS, None)

@@ -19,9 +19,11 @@ from kerneldojo.sandbox.protocol import Build
 from kerneldojo.tasks import get_task
 
 from .harness import Solution
+from .syscall_filter import before_submission_code
 
 
 def replay(spec: dict) -> None:
+    before_submission_code()
     task, device = get_task(spec["task"]), resolve_device(spec["device"])
     build = Build(spec["language"], Path(spec["source_path"]), {d: Path(p) for d, p in spec["libraries"].items()})
     solution = Solution(task, build, device)

@@ -13,7 +13,13 @@ separates from the judge's or another worker's (red team round 9).
 libseccomp sets no_new_privs, and a filter cannot be removed by the code it filters.
 
 GPU mode keeps fork for now: the harness runs cuobjdump and the Nsight Compute replay as children after
-the submission loaded (docs/threat-model.md)."""
+the submission loaded (docs/threat-model.md).
+
+`refuse_reaching_other_processes` is loaded in every mode by each process about to load a submission: the
+system calls whose permission is only "the same uid" (prlimit on another process set the judge's RLIMIT_CPU to
+one second, and the kernel killed it: red team round 14, a GPU worker, which has no pid namespace) act on the
+caller only. Signals are scoped by Landlock (`confine._scope_signals`); tracing needs a capability the worker
+lacks."""
 
 from __future__ import annotations
 
@@ -40,6 +46,39 @@ def refuse_processes_and_sockets() -> str | bool:
         rules.add_rule(refuse, name)  # io_uring makes sockets without socket()
     for name in ("keyctl", "add_key", "request_key"):  # keyrings are not namespaced (confine.enter: its own)
         rules.add_rule(refuse, name)
+    return _load(rules)
+
+
+def refuse_reaching_other_processes() -> str | bool:
+    """Load on this process (all its threads) a filter refusing limits, priorities and scheduling of any process
+    but the caller (pid 0). True, or why it is unavailable."""
+    try:
+        import pyseccomp as seccomp
+    except Exception as e:
+        return f"unavailable: {type(e).__name__}: {e}"
+    refuse, other = seccomp.ERRNO(errno.EPERM), lambda arg: seccomp.Arg(arg, seccomp.NE, 0)
+    rules = seccomp.SyscallFilter(seccomp.ALLOW)
+    rules.add_rule(refuse, "prlimit64", other(0))
+    for name in ("sched_setscheduler", "sched_setparam", "sched_setattr"):
+        rules.add_rule(refuse, name, other(0))
+    for name in ("setpriority", "ioprio_set"):  # (which, who, ...)
+        rules.add_rule(refuse, name, other(1))
+    return _load(rules)
+
+
+def before_submission_code() -> None:
+    """What every process that loads a submission does first (the worker, the Nsight Compute replays)."""
+    import sys
+
+    loaded = refuse_reaching_other_processes()
+    if loaded is not True:
+        print(f"kerneldojo worker: no seccomp filter on other processes ({loaded})", file=sys.stderr)
+
+
+def _load(rules) -> str | bool:
+    import pyseccomp as seccomp
+
+    rules.set_attr(seccomp.Attr.CTL_TSYNC, 1)  # every thread, also those torch or CUDA started before
     try:
         rules.load()
     except OSError as e:

@@ -174,10 +174,20 @@ class Tampering:
 
     def __init__(self, guard: dict[str, tuple[object, list[str]]] | None = None):
         self._watch = _guarded(guard or {})
-        self._before = {name: _raw(owner, attr) for name, (owner, attr) in self._watch.items()}
+        self._before = {name: _identity(_raw(owner, attr)) for name, (owner, attr) in self._watch.items()}
 
     def changed(self) -> list[str]:
-        return [name for name, (owner, attr) in self._watch.items() if _raw(owner, attr) is not self._before[name]]
+        return [name for name, (owner, attr) in self._watch.items()
+                if any(a is not b for a, b in zip(_identity(_raw(owner, attr)), self._before[name], strict=True))]
+
+
+def _identity(value: object) -> tuple:
+    """The object, and for a function the code it runs and the defaults it binds (held, so that no id is reused):
+    the same function object with another `__code__` is another function (red team round 14: `Solution.time`'s
+    code was swapped)."""
+    function = getattr(value, "__func__", value)  # a staticmethod or classmethod's function
+    return (value, getattr(function, "__code__", None), getattr(function, "__defaults__", None),
+            getattr(function, "__kwdefaults__", None))
 
 
 def _raw(owner: object, attr: str) -> object:

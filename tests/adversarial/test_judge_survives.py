@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
+import torch
 
 from kerneldojo.judge import Judge
 
@@ -192,9 +193,33 @@ def test_a_reply_that_unfolds_in_the_judge_is_refused_unbuilt(short_judge, attac
     result = short_judge.evaluate("vector_add", attack, "python")
     assert result.status == "runtime_error", result.messages
     assert any(why in result.messages[0] for why in ("reuse an object", "nested deeper", "only str keys",
-                                                     "hold a set")), result.messages
+                                                     "not pickle's EMPTY_SET")), result.messages
     assert time.monotonic() - started < 60  # the load limit, plus the worker's start
     _honest_passes(short_judge)
+
+
+# Red team round 14: a tensor record, then BUILD (Tensor.__setstate__ -> set_) re-views it as 2**40 elements over
+# 4 bytes, past the span check; the error payload's repr then walked every element and the judge never returned.
+_TENSOR_RECORD = ('b"(X\\x06\\x00\\x00\\x00tensorB\\x04\\x00\\x00\\x00\\x00\\x00\\x00\\x00X\\x07\\x00\\x00\\x00'
+                  'float32K\\x00(K\\x01t(K\\x01t\\x89tQ"')
+RESTATED_TENSOR = _raw_reply(f'{_TENSOR_RECORD} + b"(" + {_TENSOR_RECORD} + b"K\\x00(" + b"K\\x02" * 40 + b"t("'
+                             ' + b"K\\x00" * 40 + b"tt" + b"b"')
+
+
+def test_a_reply_that_restates_an_object_after_its_checks_is_refused(short_judge):
+    started = time.monotonic()
+    result = short_judge.evaluate("vector_add", RESTATED_TENSOR, "python")
+    assert result.status == "runtime_error" and "not pickle's BUILD" in result.messages[0], result.messages
+    assert time.monotonic() - started < 60
+
+
+def test_a_reply_tensor_is_shown_by_its_shape_never_printed():
+    from kerneldojo.sandbox.protocol import capped
+
+    stretched = torch.zeros(1).as_strided((2,) * 40, (0,) * 40)  # 2**40 elements over one
+    shown = "('error', tensor(shape=[" + ", ".join(["2"] * 40) + "], dtype=torch.float32))"
+    assert capped(("error", stretched)) == shown
+    assert "bits" in capped(1 << 100_000)
 
 
 def test_a_worker_text_is_shown_bounded_whatever_its_shape():

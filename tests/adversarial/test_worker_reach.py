@@ -5,6 +5,7 @@ Each case runs a submission that tries, and checks that nothing came back or sta
 from __future__ import annotations
 
 import os
+import resource
 import secrets
 import shutil
 import subprocess
@@ -289,7 +290,7 @@ def test_a_worker_reads_nothing_of_the_judges_stdin():
 # A worker without a pid namespace (GPU mode's default) sees the judge's pid and shares its uid, which is all
 # kill(2) asks: it signals the judge and every process of that uid, unless its own Landlock domain scopes signals.
 SIGNAL_OUTSIDE = """
-import os, signal
+import os, resource, signal
 
 
 def solution(x, y):
@@ -305,16 +306,25 @@ def solution(x, y):
         verdicts.append("pidfd:delivered")
     except OSError as e:
         verdicts.append(f"pidfd:{e.strerror}")
+    # Red team round 14: RLIMIT_CPU of one second on the judge, and the kernel kills it.
+    for what, act in (("prlimit", lambda: resource.prlimit(BYSTANDER, resource.RLIMIT_CPU, (1, 1))),
+                      ("setpriority", lambda: os.setpriority(os.PRIO_PROCESS, BYSTANDER, 19))):
+        try:
+            act()
+            verdicts.append(f"{what}:delivered")
+        except OSError as e:
+            verdicts.append(f"{what}:{e.strerror}")
     raise RuntimeError("SIGNALS " + " ".join(verdicts))
 """
 
 
-def test_a_worker_without_a_pid_namespace_signals_nothing_outside(monkeypatch):
+def test_a_worker_without_a_pid_namespace_reaches_no_process_outside(monkeypatch):
     """Issue 13 item 7: the threat model's open signal channel of GPU workers, checked on a CPU worker with its pid
     namespace off (the process backend's GPU configuration on this machine's kernel)."""
     from kerneldojo.sandbox import process
 
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    cpu_limit = resource.prlimit(bystander.pid, resource.RLIMIT_CPU)
     monkeypatch.setenv("KERNELDOJO_PID_NAMESPACE", "0")
     process._stop_spares()  # spares were started with a pid namespace
     try:
@@ -327,6 +337,7 @@ def test_a_worker_without_a_pid_namespace_signals_nothing_outside(monkeypatch):
         assert "SIGNALS " in protections, result.messages
         assert "delivered" not in protections, result.messages
         assert bystander.poll() is None, "a worker killed a process of the judge's uid"
+        assert resource.prlimit(bystander.pid, resource.RLIMIT_CPU) == cpu_limit
     finally:
         bystander.kill()
         bystander.wait()
