@@ -37,12 +37,14 @@ VENDOR_NAME = re.compile(r"nvjet|xmma|cublas|cudnn|cutlass|flash_fwd|fmha|^sm\d+
 FOREIGN_NAMESPACES = ("at::", "c10::", "cub::", "thrust::", "cublas", "cudnn")
 # Inductor's generated Triton kernels (pointwise, reduction, persistent, template, foreach, split scan): torch's
 # work, which a submission could call past the operator watch through a graph it compiled (red team round 14).
-INDUCTOR_NAME = re.compile(r"^triton_(poi|red|per|tem|for|spl|unk)_")
+# Its names can be prefixed (`aot_inductor.model_name_for_generated_files`) or all be `triton_`
+# (`triton.unique_kernel_names = False`): red team round 15. A stopgap: own-ness by provenance is the fix (Open).
+INDUCTOR_NAME = re.compile(r"(^|_)triton_(poi|red|per|tem|for|spl|unk)_|^triton_?$")
 
 
 def library_like(name: str) -> bool:
     """A base name that is a vendor library's or Inductor's: never a submission's own kernel."""
-    return bool(VENDOR_NAME.search(name) or INDUCTOR_NAME.match(name))
+    return bool(VENDOR_NAME.search(name) or INDUCTOR_NAME.search(name))
 
 
 @dataclass

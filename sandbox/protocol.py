@@ -207,6 +207,9 @@ FRAME = struct.Struct("!Q")
 REPLY_MODELS = (result_models.TimeStats, result_models.ProfileStats, result_models.KernelRecord)
 REPLY_DATACLASSES = (TimedRuns,)
 _IPC_HANDLE = re.compile(rb"/torch_[0-9_]+")  # torch's names for a CUDA IPC ref counter in /dev/shm
+# Counters in one such file (torch's CUDA_IPC_REF_COUNTER_FILE_SIZE): torch decrements the counter at the offset a
+# record names, unchecked, when the judge frees the tensor (red team round 15: an offset of 2**40, a SIGSEGV).
+IPC_REF_COUNTERS_PER_FILE = 10_000
 
 
 class _Pickler(pickle.Pickler):
@@ -326,6 +329,7 @@ class _Unpickler(pickle.Unpickler):
                 and isinstance(handle, bytes) and isinstance(event_handle, (bytes, type(None)))
                 and isinstance(counter_handle, bytes) and _IPC_HANDLE.fullmatch(counter_handle)
                 and all(type(v) is int and v >= 0 for v in (size_bytes, offset_bytes, counter_offset))
+                and counter_offset < IPC_REF_COUNTERS_PER_FILE
                 and type(requires_grad) is bool and type(event_sync) is bool):
             raise pickle.UnpicklingError("bad CUDA tensor record")
         _check_span(dtype, shape, size_bytes)
@@ -401,8 +405,9 @@ _REPLY_OPCODES = frozenset({
     "INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1", "LONG4", "FLOAT", "BINFLOAT",
     *_STRINGS, "STRING", "BINSTRING", "SHORT_BINSTRING", "BINBYTES", "SHORT_BINBYTES", "BINBYTES8",
     "EMPTY_LIST", "LIST", "EMPTY_TUPLE", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "EMPTY_DICT", "DICT",
-    *_CONTAINER_UPDATES, "PERSID", "BINPERSID", *_MEMO_STORE, *_MEMO_FETCH,
-})  # fmt: skip
+    *_CONTAINER_UPDATES, "PERSID", "BINPERSID",
+})  # fmt: skip  # no memo either: a reply is written without one, and a PUT's index sizes the judge's memo
+# (red team round 15: `PUT 134217728` in 25 bytes made the judge allocate and touch 2 GiB)
 
 
 def check_reply_shape(data: bytes) -> None:
@@ -419,12 +424,10 @@ def check_reply_shape(data: bytes) -> None:
     marks: list[int] = []
     try:
         for op, _, _ in pickletools.genops(data):
+            if op.name in _MEMO_FETCH or op.name in _MEMO_STORE:
+                raise pickle.UnpicklingError("a reply may not reuse an object (pickle memo)")
             if op.name not in _REPLY_OPCODES:
                 raise pickle.UnpicklingError(f"a reply may hold only plain data and records, not pickle's {op.name}")
-            if op.name in _MEMO_FETCH:
-                raise pickle.UnpicklingError("a reply may not reuse an object (pickle memo)")
-            if op.name in _MEMO_STORE:
-                continue
             if op.name == "MARK":
                 marks.append(len(stack))
                 continue

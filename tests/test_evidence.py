@@ -149,7 +149,8 @@ def test_own_triton_names_come_from_the_syntax_under_any_import_spelling():
 
 def test_own_kernels_named_like_a_vendor_library_are_refused_at_compile_time():
     for name in ("nvjet_tst_128x256_64x4", "sm90_xmma_gemm_f32f32", "cutlass_80_tensorop_gemm", "ampere_sgemm_128",
-                 "triton_poi_fused_add_0", "triton_red_fused_sum_1", "triton_per_fused__softmax_0"):  # Inductor's
+                 "triton_poi_fused_add_0", "triton_red_fused_sum_1", "triton_per_fused__softmax_0",  # Inductor's
+                 "triton_", "mine_triton_poi_fused_add_relu_0"):
         with pytest.raises(CompileError, match="rename"):
             check_own_names({name, "add_kernel"})
     check_own_names({"gemm_kernel", "fp8_gemm_kernel", "gemm_tn_kernel", "softmax_kernel", "triton_softmax"})
@@ -368,3 +369,32 @@ def test_the_evidence_checks_the_time_the_speedup_pays(monkeypatch):
     with pytest.raises(judge_mod.Flagged) as raised:
         judge_mod.Judge("cpu")._evidence(task, None, OwnKernels({"add"}), result)
     assert checked == [result.timings[0].scored_ms] and "time_disagrees" in raised.value.checks
+
+
+def test_a_cuda_ipc_record_names_a_ref_counter_inside_torchs_file():
+    """Red team round 15: torch decrements the counter at the record's offset, unchecked, when the judge frees the
+    tensor (an offset of 2**40: a SIGSEGV in the judge). Refused at decode, before torch sees it."""
+    import io
+    import pickle
+
+    from kerneldojo.sandbox import protocol
+
+    def frame(counter_offset: int) -> protocol.Frame:
+        record = ("cuda_ipc", "float32", (4,), (1,), 0, 0, b"\x01" * 64, 16, 0, False, b"/torch_4242_1234567",
+                  counter_offset, None, False)
+
+        class Writer(pickle.Pickler):
+            def persistent_id(self, obj):
+                return record if obj == "RECORD" else None
+
+        buffer = io.BytesIO()
+        writer = Writer(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+        writer.fast = True
+        writer.dump((3, "ok", ("RECORD",)))
+        return protocol.Frame(buffer.getvalue())
+
+    if not torch.cuda.is_available():  # the device check comes first: a CPU judge refuses every CUDA record
+        with pytest.raises(pickle.UnpicklingError, match="bad CUDA tensor record"):
+            protocol.loads(frame(3), torch.device("cpu"))
+    with pytest.raises(pickle.UnpicklingError, match="bad CUDA tensor record"):
+        protocol.loads(frame(1 << 40), torch.device("cuda", 0))

@@ -58,8 +58,16 @@ def guarded_here() -> dict[str, tuple[object, list[str]]]:
     """What the tampering watch guards in this module: the harness's own references to what it imported
     (patching the module they came from misses these) and its methods."""
     module = sys.modules[__name__]
-    return {"kerneldojo.sandbox.worker.harness": (module, module_functions(module)),
-            "Solution": (Solution, ["run", "time", "_call_native", "_watched"])}
+    guard = {"kerneldojo.sandbox.worker.harness": (module, module_functions(module)),
+             "Solution": (Solution, ["run", "time", "_call_native", "_watched"])}
+    # And the request loop that answers the judge with what these return, where this process runs one (red team
+    # round 15: a wrapped `_Session.op_time` halved the figures after `Solution.time` had returned them).
+    if loop := sys.modules.get("kerneldojo.sandbox.worker.loop"):
+        guard["kerneldojo.sandbox.worker.loop"] = (loop, module_functions(loop))
+        guard["_Session"] = (loop._Session, [n for n in vars(loop._Session) if n.startswith("op_")])
+    if channel := sys.modules.get("kerneldojo.sandbox.worker.channel"):
+        guard["WorkerEnd"] = (channel.WorkerEnd, ["get", "put"])
+    return guard
 
 
 class Solution:

@@ -183,11 +183,13 @@ DEEP_KEY = _raw_reply('b"})" + b"\\x85" * 300_000 + b"K\\x01s"')
 # key before it, in one C call holding the judge's GIL (33 s of a frozen judge from a 780 kB frame). A set alike.
 _COLLIDING = 'b"".join(b"\\x8a\\x10" + (k * (2**61 - 1)).to_bytes(16, "little") + b"K\\x01" for k in range(60_000))'
 COLLIDING_KEYS = _raw_reply(f'b"}}(" + {_COLLIDING} + b"u"')
+# Red team round 15: a memo store's index sizes the judge's memo array (16 bytes an entry, written at once).
+MEMO_RESIZE = _raw_reply('b"K\\x01p134217728\\n"')
 COLLIDING_SET = _raw_reply(f'b"\\x8f(" + {_COLLIDING}.replace(b"K\\x01", b"") + b"\\x90"')
 
 
-@pytest.mark.parametrize("attack", [HASH_BOMB, DEEP_KEY, COLLIDING_KEYS, COLLIDING_SET],
-                         ids=["memo_hash_bomb", "deep_key", "colliding_keys", "colliding_set"])
+@pytest.mark.parametrize("attack", [HASH_BOMB, DEEP_KEY, COLLIDING_KEYS, COLLIDING_SET, MEMO_RESIZE],
+                         ids=["memo_hash_bomb", "deep_key", "colliding_keys", "colliding_set", "memo_resize"])
 def test_a_reply_that_unfolds_in_the_judge_is_refused_unbuilt(short_judge, attack):
     started = time.monotonic()
     result = short_judge.evaluate("vector_add", attack, "python")
