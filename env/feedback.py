@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from kerneldojo.graders.ncu import feedback_lines
-from kerneldojo.result import STATUS_MEANING, EvalResult
+from kerneldojo.result import STATUS_MEANING, EvalResult, printable
 
 
 def render_feedback(result: EvalResult, clocks: bool = False) -> str:
     """With `clocks`, also where the judge's time went (phases) or that the result was reused. The env's
     observation leaves them out: gymnasium expects the same observation for the same action and seed."""
     lines = [f"Status: {result.status} ({STATUS_MEANING[result.status]})."]
-    lines += result.messages
+    lines += [printable(m) for m in result.messages]  # stored results of older judges may hold raw ones
     if result.status == "ok" and result.max_abs_error is not None:
         lines.append(f"Max abs error over {result.cases_checked} checked input sets: {result.max_abs_error:.3g}")
     if result.timed:

@@ -61,7 +61,16 @@ from kerneldojo.graders.profile import native_kernel_names
 from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.graders.roofline import datasheet_peaks, floor_ms, measured_peaks
 from kerneldojo.graders.timing import POOL_SETS, gpu_state, pool_size, time_calls
-from kerneldojo.result import CaseTiming, EvalResult, Evidence, NcuProfile, ProfileStats, TimeStats, Versions
+from kerneldojo.result import (
+    CaseTiming,
+    EvalResult,
+    Evidence,
+    NcuProfile,
+    ProfileStats,
+    TimeStats,
+    Versions,
+    printable,
+)
 from kerneldojo.sandbox.backends import BACKENDS, check_isolation
 from kerneldojo.sandbox.device import Device, resolve_device, synchronize
 from kerneldojo.sandbox.docker import DockerConfig
@@ -191,6 +200,9 @@ class Judge:
         except Exception as e:  # a CUDA error surfacing at a synchronize, a bad return value, ...
             result.status = "runtime_error"
             result.messages.append(f"{type(e).__name__}: {e}")
+        # Every message may quote the submission (its errors, its output, its compiler's): printable, whoever shows it.
+        result.messages = [printable(m) for m in result.messages]
+        result.checks_fired = [printable(c) for c in result.checks_fired]
         try:
             result.reward = self.reward(result.status, result.speedup, result.kernel_coverage)
         except ValueError as e:  # a figure the reward cannot take: the step fails, the caller gets a result

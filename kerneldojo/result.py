@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -20,6 +21,16 @@ STATUS_MEANING: dict[str, str] = {
     "skipped": "not run: this machine lacks what the task needs (e.g. several GPUs); the message says what",
 }
 
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text a submission could have written, safe on a terminal: control characters but newline and tab written
+    out as escapes (red team round 16: ESC sequences in an exception message erased the real verdict on the
+    operator's screen and printed a forged `Status: ok`)."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 class Mismatch(BaseModel):
     """Where the first failing output differs most from the reference."""

@@ -44,7 +44,7 @@ import torch
 import torch.multiprocessing as mp
 
 from kerneldojo.graders.checks import Flagged, message
-from kerneldojo.result import TimeStats
+from kerneldojo.result import TimeStats, printable
 from kerneldojo.tasks import Task, task_ref
 
 from . import isolation
@@ -98,7 +98,7 @@ class WorkerSolution:
         if not (isinstance(flags, dict) and all(isinstance(k, str) for k in flags)):
             detail = f"the flags reply was a {type(flags).__name__}"
             raise Flagged({"timing_channel": message("timing_channel", detail)})
-        flags = {name[:100]: capped(text) for name, text in list(flags.items())[:50]}
+        flags = {printable(name[:100]): capped(text) for name, text in list(flags.items())[:50]}
         with contextlib.suppress(queue.Empty):
             self._worker.replies.get(timeout=0.05)
             flags["timing_channel"] = message("timing_channel", "an extra reply was queued after the last request")
@@ -353,7 +353,7 @@ class _Worker:
             if not stat.S_ISREG(info.st_mode):
                 return ""
             f.seek(max(0, info.st_size - OUTPUT_TAIL_CHARS))
-            return f.read(OUTPUT_TAIL_CHARS).decode(errors="replace")
+            return printable(f.read(OUTPUT_TAIL_CHARS).decode(errors="replace"))
 
     def _tail_note(self) -> str:
         cgroup = getattr(self, "cgroup", None)  # the docker backend shares this method, not the cgroup

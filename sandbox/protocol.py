@@ -38,7 +38,7 @@ from pydantic import BaseModel, TypeAdapter
 from kerneldojo import result as result_models
 from kerneldojo.graders.checks import Flagged, message
 from kerneldojo.graders.correctness import WrongOutput
-from kerneldojo.result import ProfileStats, TimeStats
+from kerneldojo.result import ProfileStats, TimeStats, printable
 
 # -- the messages ----------------------------------------------------------------------------------
 
@@ -118,11 +118,11 @@ _BOUNDED_REPR.maxstring = _BOUNDED_REPR.maxother = 200
 
 
 def capped(text) -> str:
-    """A worker's text as the judge keeps it: at most MESSAGE_CAP_CHARS, saying so when cut."""
+    """A worker's text as the judge keeps it: at most MESSAGE_CAP_CHARS, saying so when cut, and printable."""
     text = text if isinstance(text, str) else _BOUNDED_REPR.repr(text)[:MESSAGE_CAP_CHARS]
     if len(text) <= MESSAGE_CAP_CHARS:
-        return text
-    return f"{text[:MESSAGE_CAP_CHARS]}\n[... {len(text) - MESSAGE_CAP_CHARS} more characters cut]"
+        return printable(text)
+    return f"{printable(text[:MESSAGE_CAP_CHARS])}\n[... {len(text) - MESSAGE_CAP_CHARS} more characters cut]"
 
 
 def read_regular_file(path: Path, max_bytes: int, exact: int | None = None) -> bytes:
@@ -394,6 +394,11 @@ def loads(frame: Frame, device: torch.device, materialize: Callable[..., Build] 
 
 # Nesting in a reply: the judge's replies are a few levels deep; hashing or printing a deeper one recurses in C.
 REPLY_DEPTH_CAP = 32
+# Opcodes in a reply, whatever its bytes: each one-byte opcode can make an object of ~80 bytes in the judge, and
+# costs ~3 µs to scan (red team round 16: 4 MiB of empty lists, 11.5 s of the judge's CPU and 420 MiB; a `time`
+# reply's byte cap, sized for its tensors, would have allowed 121 GiB). A tensor travels as one bytes opcode, so
+# the judge's largest replies (a profile's kernels, per-call outputs) hold a few thousand.
+REPLY_OPCODES_CAP = 100_000
 _MEMO_FETCH = frozenset({"GET", "BINGET", "LONG_BINGET"})
 _MEMO_STORE = frozenset({"PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"})
 _CONTAINER_UPDATES = frozenset({"APPEND", "APPENDS", "SETITEM", "SETITEMS"})
@@ -423,7 +428,9 @@ def check_reply_shape(data: bytes) -> None:
     stack: list[tuple[int, bool]] = []  # each object on the unpickler's stack: its nesting depth, is it a str
     marks: list[int] = []
     try:
-        for op, _, _ in pickletools.genops(data):
+        for count, (op, _, _) in enumerate(pickletools.genops(data)):
+            if count >= REPLY_OPCODES_CAP:
+                raise pickle.UnpicklingError(f"a reply of more than {REPLY_OPCODES_CAP} pickle opcodes")
             if op.name in _MEMO_FETCH or op.name in _MEMO_STORE:
                 raise pickle.UnpicklingError("a reply may not reuse an object (pickle memo)")
             if op.name not in _REPLY_OPCODES:

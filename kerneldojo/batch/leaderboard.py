@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from kerneldojo.result import EvalResult
+from kerneldojo.result import EvalResult, printable
 
 from .store import ResultStore
 
@@ -225,7 +225,7 @@ def render_leaderboard(records: Iterable[dict], all_versions: bool = False) -> s
             text += f"\n{s.task} on {s.device}: compiled, not run (no GPU here): {s.not_run} result(s)"
             continue
         failure = s.last_failure
-        why = next(iter(failure.get("messages") or []), "").strip().splitlines()
+        why = printable(str(next(iter(failure.get("messages") or []), ""))).strip().splitlines()
         text += f"\n{s.task} on {s.device}: no correct result; last: {failure.get('status')}" + (
             f" ({why[0][:100]})" if why else "")
     reused = sum(s.reused for s in board.standings)

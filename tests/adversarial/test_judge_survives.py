@@ -185,17 +185,20 @@ _COLLIDING = 'b"".join(b"\\x8a\\x10" + (k * (2**61 - 1)).to_bytes(16, "little") 
 COLLIDING_KEYS = _raw_reply(f'b"}}(" + {_COLLIDING} + b"u"')
 # Red team round 15: a memo store's index sizes the judge's memo array (16 bytes an entry, written at once).
 MEMO_RESIZE = _raw_reply('b"K\\x01p134217728\\n"')
+# Red team round 16: one-byte opcodes that each make an object in the judge (4 MiB of them: 11.5 s, 420 MiB).
+EMPTY_LISTS = _raw_reply('b"(" + b"]" * 200_000 + b"l"')
 COLLIDING_SET = _raw_reply(f'b"\\x8f(" + {_COLLIDING}.replace(b"K\\x01", b"") + b"\\x90"')
 
 
-@pytest.mark.parametrize("attack", [HASH_BOMB, DEEP_KEY, COLLIDING_KEYS, COLLIDING_SET, MEMO_RESIZE],
-                         ids=["memo_hash_bomb", "deep_key", "colliding_keys", "colliding_set", "memo_resize"])
+@pytest.mark.parametrize("attack", [HASH_BOMB, DEEP_KEY, COLLIDING_KEYS, COLLIDING_SET, MEMO_RESIZE, EMPTY_LISTS],
+                         ids=["memo_hash_bomb", "deep_key", "colliding_keys", "colliding_set", "memo_resize",
+                              "empty_lists"])
 def test_a_reply_that_unfolds_in_the_judge_is_refused_unbuilt(short_judge, attack):
     started = time.monotonic()
     result = short_judge.evaluate("vector_add", attack, "python")
     assert result.status == "runtime_error", result.messages
     assert any(why in result.messages[0] for why in ("reuse an object", "nested deeper", "only str keys",
-                                                     "not pickle's EMPTY_SET")), result.messages
+                                                     "not pickle's EMPTY_SET", "pickle opcodes")), result.messages
     assert time.monotonic() - started < 60  # the load limit, plus the worker's start
     _honest_passes(short_judge)
 
@@ -242,3 +245,18 @@ def test_the_language_of_a_source_is_read_in_linear_time():
             "s = '\\n' * 199_000 + 'pass\\n'\n"
             "assert detect_language(s) == 'python' and language_mismatch(s, 'triton') is None\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)  # quadratic: hours
+
+
+# Red team round 16: cursor moves and erasures in an exception's message rewrote the operator's screen (the real
+# `Status: runtime_error` erased, a forged `Status: ok` and `Reward: 1.000` written, the rest concealed).
+FORGED_SCREEN = ("def solution(x, y):\n"
+                 "    raise RuntimeError('\\x1b[2A\\x1b[2K\\rStatus: ok\\x1b]0;kerneldojo: ok\\x07\\x1b[8;30;40m')\n")
+
+
+def test_a_submissions_text_reaches_no_terminal_as_control_characters(short_judge):
+    from kerneldojo.env.feedback import render_feedback
+
+    result = short_judge.evaluate("vector_add", FORGED_SCREEN, "python")
+    shown = render_feedback(result) + "\n".join(result.messages + result.checks_fired)
+    assert result.status == "runtime_error" and "\\x1b[2A" in shown, result.messages
+    assert not any((ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F for c in shown)
