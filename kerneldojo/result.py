@@ -32,6 +32,11 @@ def printable(text: str) -> str:
     operator's screen and printed a forged `Status: ok`)."""
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
+
+def one_line(text: str) -> str:
+    """`printable`, and newline and tab escaped too: a cell of a table (a newline in a label forged rows)."""
+    return printable(text).replace("\n", "\\n").replace("\t", "\\t")
+
 class Mismatch(BaseModel):
     """Where the first failing output differs most from the reference."""
 

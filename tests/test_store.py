@@ -154,6 +154,23 @@ def test_import_and_export(target, tmp_path):
                                                                          ("l2", "3.0", "ok")]  # fmt: skip
 
 
+def test_a_submitters_label_forges_no_row_and_no_formula(tmp_path):
+    """Red team round 17: a label of terminal escapes and newlines, sent through the service, printed forged rows
+    (another token's name on tasks nobody solved) on the operator's leaderboard; a label starting with = is a
+    spreadsheet formula in the CSV export."""
+    from kerneldojo.batch import submission
+    from kerneldojo.batch.leaderboard import render_leaderboard
+
+    for label in ("mallory\x1b[2K\x1b[1A", "mallory\nsoftmax  cpu  alice/softmax", "tab\there", "x" * 201):
+        with pytest.raises(ValueError, match="one line of at most 200 printable"):
+            submission("vector_add", "def solution(x, y):\n    return x + y\n", "python", label)
+    stored = [record(label="m\x1b[2K\nsoftmax cpu alice/softmax", ms=1.0, speedup=1.0)]  # an older judge's record
+    shown = render_leaderboard(stored)
+    assert "\x1b" not in shown and "\\x1b[2K\\nsoftmax" in shown and len(shown.splitlines()) == 4, shown
+    assert export_records([record(label="=HYPERLINK(1)", ms=1.0, speedup=1.0)], tmp_path / "out.csv") == 1
+    assert next(csv.DictReader((tmp_path / "out.csv").open()))["label"] == "'=HYPERLINK(1)"
+
+
 def test_parquet_export(tmp_path):
     records = [record(label="p", ms=2.0, speedup=1.5, source="src")]
     try:

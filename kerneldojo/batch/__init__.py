@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kerneldojo.graders.compile import check_language, detect_language
-from kerneldojo.result import EvalResult
+from kerneldojo.result import EvalResult, one_line
 from kerneldojo.tasks import TaskError, get_task, list_tasks
 
 from . import db  # noqa: F401  (registers the database store with ResultStore)
@@ -57,8 +57,14 @@ class Submission:
         return self.label, self.hash
 
 
+LABEL_CHARS = 200
+
+
 def submission(task: str, source: str, language: str | None, label: str) -> Submission:
-    """Validated: a known task, a language it takes (detected when None)."""
+    """Validated: a label of one printable line, a known task, a language it takes (detected when None)."""
+    if len(label) > LABEL_CHARS or one_line(label) != label:  # a label reaches operators' terminals and tables
+        raise ValueError(f"label {one_line(label)[:80]!r}: a label is one line of at most {LABEL_CHARS} printable "
+                         "characters (no newline, tab or terminal control character); rename it")
     try:
         spec = get_task(task)
         language = language or detect_language(source)

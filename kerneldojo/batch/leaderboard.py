@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from kerneldojo.result import EvalResult, printable
+from kerneldojo.result import EvalResult, one_line, printable
 
 from .store import ResultStore
 
@@ -253,6 +253,7 @@ def render_store(target: Path | str, all_versions: bool = False) -> str:
 
 
 def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    rows = [tuple(one_line(str(c)) for c in r) for r in rows]  # a stored label or message is a submitter's text
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
     line = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join([line.format(*header), line.format(*("-" * w for w in widths)), *(line.format(*r) for r in rows)])

@@ -231,6 +231,11 @@ def flat_row(record: dict) -> dict:
     return row
 
 
+def _inert(value):
+    """A spreadsheet cell that cannot be a formula: text starting with = + - @ (a submitter's label) is quoted."""
+    return f"'{value}" if isinstance(value, str) and value[:1] in ("=", "+", "-", "@") else value
+
+
 def export_records(records: Iterable[dict], out: Path | str) -> int:
     """Write records to `out` by its suffix: .jsonl (whole records), .csv (flat columns), .parquet (flat columns
     plus `source` and the whole record as JSON in `record`; needs pyarrow). Returns how many were written."""
@@ -253,7 +258,7 @@ def export_records(records: Iterable[dict], out: Path | str) -> int:
             w = csv.DictWriter(f, fieldnames=FLAT_COLUMNS)
             w.writeheader()
             for n, r in enumerate(records, 1):  # noqa: B007
-                w.writerow(flat_row(r))
+                w.writerow({k: _inert(v) for k, v in flat_row(r).items()})
         else:
             for n, r in enumerate(records, 1):  # noqa: B007
                 f.write(json.dumps(r, separators=(",", ":")) + "\n")
