@@ -7,7 +7,6 @@ signature uses `scalar_t`. Builds are cached under a key of everything that chan
 
 from __future__ import annotations
 
-import ast
 import concurrent.futures
 import contextlib
 import functools
@@ -23,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from kerneldojo.graders.profile import INSPECT_FAILED, KERNEL_NAMES, kernel_names_from_symbols
+from kerneldojo.graders.profile import INSPECT_FAILED, KERNEL_NAMES, kernel_names_from_symbols, parse_python
 from kerneldojo.sandbox.device import cuda_tool
 from kerneldojo.sandbox.protocol import Build, CompileError, read_regular_file
 from kerneldojo.sandbox.worker.compiler import PROTECTIONS_PREFIX
@@ -78,11 +77,7 @@ def detect_language(source: str) -> str:
 
 
 def _parses_as_python(source: str) -> bool:
-    try:
-        ast.parse(source)
-    except (SyntaxError, ValueError):
-        return False
-    return True
+    return parse_python(source) is not None
 
 
 def language_mismatch(source: str, language: str) -> str | None:
@@ -127,6 +122,9 @@ def compile_submission(task: Task, source: str, language: str, arch: str) -> Bui
         except SyntaxError as e:
             where = f"submission.py, line {e.lineno}"
             raise CompileError(f"{where}: SyntaxError: {e.msg}\n    {(e.text or '').rstrip()}") from None
+        except (MemoryError, RecursionError) as e:  # the parser itself gave up (`profile.parse_python`)
+            raise CompileError(f"submission.py: Python's parser cannot take this source ({type(e).__name__}: "
+                               "an expression nested thousands deep?)") from None
         return Build(language, path)
     return _build_native(task, source, language, arch)
 

@@ -160,13 +160,21 @@ _TRITON_DECORATORS = {"jit", "autotune", "heuristics"}
 NOT_THIRD_PARTY = ("torch", "triton", "kerneldojo")
 
 
+def parse_python(source: str) -> ast.Module | None:
+    """A submission's syntax tree, or None where the parser cannot take it: besides a syntax error, a source can
+    make the parser itself fail (thousands of nested unary minus signs: MemoryError or RecursionError, raised in
+    the judge's process, which took down an env's step and a whole batch: red team round 18)."""
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+
+
 def defined_triton_kernels(source: str) -> set[str]:
     """The Triton kernels `source` defines, by name: functions at any depth decorated with triton's jit,
     autotune or heuristics (called or not, under any import spelling), or wrapped by `triton.jit(fn)`.
     A kernel made some other way (exec, getattr) is not found, and so counts against the submission."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    if (tree := parse_python(source)) is None:
         return set()
     aliases: dict[str, str] = {}  # local name -> dotted triton path
     for node in ast.walk(tree):
@@ -214,9 +222,7 @@ def _imported_module_files(source: str) -> list[Path]:
     """The files of the third-party modules `source` imports by name (`import a.b`, `from a.b import c`: a/b.py,
     a/b/__init__.py, and a/b/c.py where c is a module), located with `find_spec` on the top-level package
     only (which runs nothing) and the package's folders."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    if (tree := parse_python(source)) is None:
         return []
     dotted: set[str] = set()
     for node in ast.walk(tree):

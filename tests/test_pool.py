@@ -288,6 +288,10 @@ def test_load_from_folder_and_manifest(tmp_path):
     assert [(s.task, s.language, s.label) for s in found] == [
         ("vector_add", "triton", "subs/vector_add/a.py"), ("vector_add", "cuda", "subs/vector_add/b.cu")]
 
+    (tmp_path / "subs" / "vector_add" / "link.py").symlink_to(tmp_path / "subs" / "vector_add" / "a.py")
+    with pytest.raises(ValueError, match="symbolic link"):  # a folder's entry is not followed either
+        batch.load_submissions(tmp_path / "subs")
+
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("\n".join([
         json.dumps({"task": "vector_add", "file": "subs/vector_add/a.py"}),
@@ -300,6 +304,9 @@ def test_load_from_folder_and_manifest(tmp_path):
         ('{"task": "vectoradd", "source": "x"}', "m.jsonl:1: unknown task 'vectoradd'"),
         ('{"task": "vector_add"}', 'needs "task" and one of "source" or "file"'),
         ('{"task": "vector_add", "file": "nope.py"}', "no such file"),
+        ('{"task": "vector_add", "file": "/etc/hostname"}', "relative to the manifest"),  # red team round 18
+        ('{"task": "vector_add", "file": "subs/../../secret.py"}', "relative to the manifest"),
+        ('{"task": "vector_add", "file": "subs/vector_add/link.py"}', "symbolic link"),
         ("{oops", "not a JSON object"),
         ('{"task": "vector_add", "source": "__global__", "language": "cute"}', "not 'cute'"),
     ]:

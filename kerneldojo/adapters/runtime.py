@@ -24,6 +24,8 @@ from pathlib import Path
 import torch
 from torch.overrides import TorchFunctionMode
 
+from kerneldojo.graders.profile import parse_python
+
 APPENDED = "# ---- appended by kerneldojo"  # where a generated file's own lines start
 
 
@@ -34,10 +36,9 @@ def with_prelude(source: str, prelude: str) -> str:
     (Triton also reads kernels back from the file by line). After `from __future__` imports, which must come
     first. A source of compound statements alone (`def`, `class`) has nowhere to put it: None."""
     lines = source.splitlines()
-    try:
-        body = ast.parse(source).body
-    except SyntaxError:
+    if (tree := parse_python(source)) is None:
         return None
+    body = tree.body
     start = 0  # lines[:start] are taken (future imports)
     for node in body:
         first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
@@ -220,7 +221,8 @@ def load_inline_calls(source: str) -> list[dict]:
     """The load_inline calls of a solution's text, read without running it: each call's arguments where every
     one is a literal or a module-level name bound to one (KernelBench's form); calls built at run time are
     left out (they build uncached, in the worker)."""
-    tree = ast.parse(source)
+    if (tree := parse_python(source)) is None:
+        return []
     names = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
              for t in node.targets if isinstance(t, ast.Name)}
     params = list(inspect.signature(_load_inline()).parameters)

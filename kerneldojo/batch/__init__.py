@@ -94,10 +94,28 @@ def _from_folder(root: Path) -> list[Submission]:
                 print(f"kerneldojo: skipping {folder}: not a task name", file=sys.stderr)
             continue
         label_root = root.name if root.name else str(root)
-        found += [submission(folder.name, f.read_text(), None, f"{label_root}/{folder.name}/{f.name}") for f in files]
+        found += [submission(folder.name, _read_inside(root, f"{folder.name}/{f.name}", str(f)), None,
+                             f"{label_root}/{folder.name}/{f.name}") for f in files]
     if not found:
         raise ValueError(f"{root}: no submissions found; expected {root}/<task>/<name>.py or .cu")
     return found
+
+
+def _read_inside(root: Path, relative: str, where: str) -> str:
+    """A submission file named by a manifest or found in a folder: inside `root`, no link followed anywhere on the
+    way (a manifest line or a folder's entry may come from whoever made the batch, not from the operator: red team
+    round 18 read a judge's secret through `"file": "/abs/path"`)."""
+    path = Path(relative)
+    if path.is_absolute() or ".." in path.parts:
+        raise ValueError(f"{where}: {relative}: a submission file is named relative to the manifest, inside its folder")
+    current = root
+    for part in path.parts:
+        current = current / part
+        if current.is_symlink():
+            raise ValueError(f"{where}: {current} is a symbolic link; copy the file in instead")
+    if not current.is_file():
+        raise ValueError(f"{where}: no such file: {current}")
+    return current.read_text()
 
 
 def _from_manifest(manifest: Path) -> list[Submission]:
@@ -116,10 +134,8 @@ def _from_manifest(manifest: Path) -> list[Submission]:
         if unknown:
             raise ValueError(f"{where}: unknown field {', '.join(sorted(unknown))}")
         if "file" in entry:
-            file = manifest.parent / entry["file"]
-            if not file.is_file():
-                raise ValueError(f"{where}: no such file: {file}")
-            source, label = file.read_text(), entry.get("label") or entry["file"]
+            source = _read_inside(manifest.parent, str(entry["file"]), where)
+            label = entry.get("label") or entry["file"]
         else:
             source, label = entry["source"], entry.get("label") or where
         found.append(submission(entry["task"], source, entry.get("language"), str(label)))

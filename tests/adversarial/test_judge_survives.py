@@ -260,3 +260,14 @@ def test_a_submissions_text_reaches_no_terminal_as_control_characters(short_judg
     shown = render_feedback(result) + "\n".join(result.messages + result.checks_fired)
     assert result.status == "runtime_error" and "\\x1b[2A" in shown, result.messages
     assert not any((ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F for c in shown)
+
+
+def test_a_source_the_parser_cannot_take_is_a_compile_error_at_every_entry(short_judge):
+    """Red team round 18: 6,000 unary minus signs made `ast.parse` raise MemoryError (or RecursionError) in the
+    judge's process while it detected the language: `evaluate`, an env's step and a whole batch raised."""
+    from kerneldojo.batch import submission
+
+    bomb = "import triton\n\ndef solution(x, y):\n    return " + "-" * 6000 + "x\n"
+    result = short_judge.evaluate("vector_add", bomb)  # the language detected from the source
+    assert result.status == "compile_error" and "parser" in result.messages[-1], result.messages
+    assert submission("vector_add", bomb, None, "bomb").language == "triton"
