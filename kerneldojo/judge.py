@@ -492,9 +492,10 @@ class Judge:
         result.kernel_coverage = min(shares) if shares else None
 
     def _recheck_timed_outputs(self, task: Task, case: Case, timed: TimedRuns) -> None:
-        """The last output of each input set, against the reference on the content that set held last."""
+        """The last output of each input set, against the reference on the content that set held last: as the
+        timed calls left it, and again after each profiled call (`protocol.TimedRuns`)."""
         for seed, got in zip(timed.seeds, timed.outputs):
-            if not got:  # this set never ran (a budget shorter than the pool)
+            if got is None:  # this set never ran (a budget shorter than the pool); an empty output is compared
                 continue
             inputs = task.reference.make_inputs(case.shape, seed, self.device.torch_device)
             expected = task.expected(*inputs, shape=case.shape)

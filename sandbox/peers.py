@@ -115,7 +115,7 @@ class CollectiveSolution:
         slowest = max(timed, key=lambda t: t.stats.median_ms)
         home = self.devices[0]
         outputs = [tuple(torch.stack([t.outputs[k][i].to(home) for t in timed]) for i in range(len(output_specs)))
-                   if all(t.outputs[k] for t in timed) else () for k in range(len(seeds))]
+                   if all(t.outputs[k] is not None for t in timed) else None for k in range(len(timed[0].outputs))]
         return type(slowest)(slowest.stats, slowest.profile, slowest.seeds, outputs)
 
     def close(self) -> None:

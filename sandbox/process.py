@@ -64,6 +64,7 @@ from .protocol import (
     TimedRuns,
     capped,
     reply_cap,
+    timed_reply_sets,
     unwrap_reply,
 )  # fmt: skip
 from .worker.environment import kept
@@ -117,7 +118,7 @@ class WorkerSolution:
 
     def time(self, shape: dict, seeds: list[int], output_specs: list, l2_bytes: int, budget_s: float) -> TimedRuns:
         timed = self._worker.call("time", (shape, seeds, output_specs, l2_bytes, budget_s), self.limits["time"],
-                                  reply_cap(len(seeds) * _nbytes(output_specs)))  # fmt: skip
+                                  reply_cap(timed_reply_sets(len(seeds)) * _nbytes(output_specs)))  # fmt: skip
         if not isinstance(timed, TimedRuns) or not isinstance(timed.outputs, list):  # something else answered
             detail = f"the timing reply was a {type(timed).__name__}"
             raise Flagged({"timing_channel": message("timing_channel", detail)})
@@ -144,10 +145,13 @@ class WorkerSolution:
 def _implausible(timed: TimedRuns, sets: int) -> str | None:
     """Why the worker's figures cannot be measurements (a NaN compares false with every bound the judge checks,
     and an own share above 1 pays more than all the work), or why its `sets` input sets cannot all be rechecked
-    (the judge rechecks the outputs the reply holds, so a reply without them would skip it), or None."""
-    if not (len(timed.seeds) == len(timed.outputs) == sets and any(timed.outputs)):
+    (the judge rechecks the outputs the reply holds, so a reply without them would skip it: each profiled set and
+    at least one timed set must be there, `protocol.timed_reply_sets`), or None."""
+    expected, profiled = timed_reply_sets(sets), timed.outputs[sets:]
+    if not (len(timed.seeds) == len(timed.outputs) == expected and any(o is not None for o in timed.outputs[:sets])
+            and all(o is not None for o in profiled)):
         return (f"the worker reported {len(timed.seeds)} input sets and {len(timed.outputs)} outputs for the "
-                f"{sets} sets it was given" + ("" if any(timed.outputs) else ", none of them run"))
+                f"{sets} sets it was given (expected {expected}, the timed ones and the profiled ones, all run)")
     for record in (timed.stats, timed.profile):
         for name, value in getattr(record, "__dict__", {}).items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and not (

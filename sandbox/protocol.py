@@ -170,15 +170,27 @@ class Build:
     extensions: dict[str, Path] = field(default_factory=dict)  # load_inline module name -> prebuilt .so
 
 
+# Calls profiled after the timed ones, each on a freshly refilled input set (`harness.Solution.time`).
+PROFILED_CALLS = 10
+
+
+def timed_reply_sets(sets: int) -> int:
+    """Input sets a `time` reply accounts for: each of the `sets` the timed calls went round, as it last was, then
+    each profiled one."""
+    return sets + min(PROFILED_CALLS, sets)
+
+
 @dataclass
 class TimedRuns:
-    """The reply to `time`: the judge rechecks `outputs[k]` against the reference on
-    `make_inputs(shape, seeds[k])`, the content input set k last held."""
+    """The reply to `time`: the judge rechecks `outputs[k]` against the reference on `make_inputs(shape, seeds[k])`,
+    for each set as the timed calls left it, then each profiled one (`timed_reply_sets`); None: a set the timed
+    calls never reached (a budget shorter than the pool). The paid calls are rechecked, not only the profiled ones
+    (red team round 18: a kernel right only outside the timed calls)."""
 
     stats: TimeStats
     profile: ProfileStats | None
     seeds: list[int]
-    outputs: list[tuple]
+    outputs: list[tuple | None]
     profile_s: float = 0.0  # of the request's time, the profile's (the rest timed the calls)
 
 

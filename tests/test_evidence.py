@@ -324,15 +324,16 @@ def test_figures_a_worker_cannot_have_measured_are_refused(field, value):
 
     stats = TimeStats(median_ms=0.5, mean_ms=0.5, min_ms=0.4, max_ms=0.6, iqr_ms=0.01, runs=10)
     profile = ProfileStats(calls=3, kernel_ms=0.5, busy_ms=0.5, launches_per_call=1, streams=1, own_share=1.0)
-    ran = [(torch.zeros(1),)]
-    assert _implausible(TimedRuns(stats, profile, [1], ran), 1) is None
+    ran = [(torch.zeros(1),)] * 2  # one set as the timed calls left it, then as the profiled call did
+    assert _implausible(TimedRuns(stats, profile, [1, 2], ran), 1) is None
     target = stats if field in TimeStats.model_fields else profile
     setattr(target, field, value)
-    problem = _implausible(TimedRuns(stats, profile, [1], ran), 1)
+    problem = _implausible(TimedRuns(stats, profile, [1, 2], ran), 1)
     assert field in problem or "own share" in problem
 
 
-@pytest.mark.parametrize(("seeds", "outputs"), [([], []), ([1], [()]), ([1, 2], [(0,)]), ([1], [(0,), (0,)])])
+@pytest.mark.parametrize(("seeds", "outputs"), [([], []), ([1], [()]), ([1, 2], [(0,)]), ([1], [(0,), (0,)]),
+                                                ([1, 2], [None, (0,)]), ([1, 2], [(0,), None])])
 def test_a_timing_reply_that_skips_the_recheck_is_refused(seeds, outputs):
     """Red team round 13: the judge rechecks the sets a reply holds, so a reply with none (or none run) skipped it."""
     from kerneldojo.result import TimeStats
@@ -398,3 +399,43 @@ def test_a_cuda_ipc_record_names_a_ref_counter_inside_torchs_file():
             protocol.loads(frame(3), torch.device("cpu"))
     with pytest.raises(pickle.UnpicklingError, match="bad CUDA tensor record"):
         protocol.loads(frame(1 << 40), torch.device("cuda", 0))
+
+
+def test_the_outputs_of_the_paid_calls_are_rechecked(monkeypatch, tmp_path):
+    """Red team round 18: the reply held the outputs of the profiled calls only (each refilled set rerun), so a
+    kernel wrong in every timed call, and right elsewhere, passed the recheck. The harness's own `time`, with
+    stand-ins for the two GPU-only helpers that call the calls as they do."""
+    import builtins
+
+    from kerneldojo.graders.correctness import WrongOutput
+    from kerneldojo.graders.timing import summarize
+    from kerneldojo.judge import Judge
+    from kerneldojo.sandbox.device import resolve_device
+    from kerneldojo.sandbox.protocol import Build
+    from kerneldojo.sandbox.worker import harness
+    from kerneldojo.tasks import get_task
+
+    timing = {"on": False}
+
+    def time_calls(calls, device, l2_bytes, prepare=None, **_):
+        timing["on"] = True
+        for i in range(2 * len(calls)):
+            prepare(i)
+            calls[i % len(calls)]()
+        timing["on"] = False
+        return summarize([1.0] * 2 * len(calls))
+
+    monkeypatch.setattr(harness, "time_calls", time_calls)
+    monkeypatch.setattr(harness, "profile_calls", lambda calls, *a, **k: [call() for call in calls] and [])
+    monkeypatch.setattr(builtins, "kd_test_timing", timing, raising=False)
+    source = tmp_path / "submission.py"
+    source.write_text("import builtins\nimport torch\n\n\ndef solution(x, y):\n"
+                      "    return torch.zeros_like(x) if builtins.kd_test_timing['on'] else x + y\n")
+    task = get_task("vector_add")
+    case = task.cases("small")[0]
+    solution = harness.Solution(task, Build("python", source), resolve_device("cpu"))
+    specs = [(tuple(t.shape), t.dtype) for t in task.reference.make_inputs(case.shape, 0, "cpu")[:1]]
+    timed = solution.time(case.shape, [1, 2, 3], specs, 1 << 20, 0.1)
+    assert len(timed.outputs) == 6 and all(o is not None for o in timed.outputs)
+    with pytest.raises(WrongOutput):
+        Judge("cpu")._recheck_timed_outputs(task, case, timed)

@@ -31,7 +31,7 @@ from kerneldojo.graders.correctness import check_inputs_unchanged, check_no_alia
 from kerneldojo.graders.profile import native_kernel_names, profile_calls, summarize_profile, triton_kernel_names
 from kerneldojo.graders.timing import time_calls
 from kerneldojo.sandbox.device import Device
-from kerneldojo.sandbox.protocol import Build, CompileError, SubmissionError, TimedRuns
+from kerneldojo.sandbox.protocol import PROFILED_CALLS, Build, CompileError, SubmissionError, TimedRuns
 from kerneldojo.tasks import Task, case_label
 from kerneldojo.tasks.spec import STRIDE_PARAM
 
@@ -51,7 +51,6 @@ _module_ids = itertools.count()
 COLLECTIVE_RUNS = 40  # a distributed task's ranks make the same calls: a fixed count, not a target error
 
 
-PROFILED_CALLS = 10
 
 
 def guarded_here() -> dict[str, tuple[object, list[str]]]:
@@ -224,7 +223,7 @@ class Solution:
         sets = [make(shape, seed, device) for seed in seeds]
         templates = tuple(torch.empty(size, dtype=dtype, device=device) for size, dtype in output_specs)
         out_sets = [poisoned_like(templates) for _ in seeds]
-        last: list[tuple] = [()] * len(seeds)
+        last: list[tuple | None] = [None] * len(seeds)
 
         def call(k: int) -> None:
             last[k] = self.run(sets[k], shape, out_sets[k], watch=False)
@@ -243,14 +242,17 @@ class Solution:
         fixed = {} if rank is None else {"min_runs": COLLECTIVE_RUNS, "max_runs": COLLECTIVE_RUNS}
         stats = time_calls(calls, device, l2_bytes, budget_s=budget_s, prepare=prepare, before_start=self._align,
                            **fixed)
+        timed_seeds, timed_last = list(seeds), list(last)  # what the paid calls left, before any refill
         profile_started = time.perf_counter()
         profiled = min(PROFILED_CALLS, len(sets))
         for k in range(profiled):
             refill(k)
+            last[k] = None
         kernels = profile_calls(calls[:profiled], device, l2_bytes, before=self._align)
         profile = summarize_profile(kernels, profiled, self._own_kernels())
         self._inspect(())
-        return TimedRuns(stats, profile, seeds, last, time.perf_counter() - profile_started)
+        return TimedRuns(stats, profile, timed_seeds + seeds[:profiled], timed_last + last[:profiled],
+                         time.perf_counter() - profile_started)
 
     def _own_kernel_names(self) -> set[str]:
         names = triton_kernel_names(self.build.source_path.read_text()) if self.build.language in ("triton", "python") \
