@@ -218,6 +218,8 @@ class SubmissionHandle(Protocol):
 FRAME = struct.Struct("!Q")
 REPLY_MODELS = (result_models.TimeStats, result_models.ProfileStats, result_models.KernelRecord)
 REPLY_DATACLASSES = (TimedRuns,)
+# The types a worker's reply may hold besides those records: exactly these (a subclass is the submission's code).
+_REPLY_TYPES = frozenset({type(None), bool, int, float, str, bytes, tuple, list, dict, torch.Tensor})
 _IPC_HANDLE = re.compile(rb"/torch_[0-9_]+")  # torch's names for a CUDA IPC ref counter in /dev/shm
 # Counters in one such file (torch's CUDA_IPC_REF_COUNTER_FILE_SIZE): torch decrements the counter at the offset a
 # record names, unchecked, when the judge frees the tensor (red team round 15: an offset of 2**40, a SIGSEGV).
@@ -231,7 +233,12 @@ class _Pickler(pickle.Pickler):
         self.fds: list[int] = []  # shared CPU memory, passed along with the frame (requests only)
 
     def persistent_id(self, obj):
-        if isinstance(obj, torch.Tensor):
+        kind = type(obj)  # never isinstance: a `__class__` property is the submission's code
+        if not self.share_fds and kind not in _REPLY_TYPES and not issubclass(kind, (BaseModel, *REPLY_DATACLASSES)):
+            # A worker's reply is plain data: any other object would run its own pickling code here, after every
+            # check (red team round 19: a tensor subclass computed its outputs in `detach()` as the reply was made).
+            raise pickle.PicklingError(f"a reply may not hold a {kind.__module__}.{kind.__qualname__}")
+        if issubclass(kind, torch.Tensor):
             if obj.is_cuda and self.cuda_ipc:
                 return _ipc_record(obj)
             if self.share_fds and not obj.is_cuda and obj.is_shared():  # CPU peer memory: every rank sees it

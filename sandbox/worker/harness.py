@@ -53,6 +53,19 @@ COLLECTIVE_RUNS = 40  # a distributed task's ranks make the same calls: a fixed 
 
 
 
+def _tensor_subclass(t: object) -> bool:
+    return issubclass(type(t), torch.Tensor) and type(t) is not Tensor  # type(), never isinstance: no code of theirs
+
+
+def plain(result: tuple) -> tuple:
+    """Outputs as a reply holds them: plain tensors, made with no code of the submission's running (a subclass's
+    `__torch_function__` would run as the reply is encoded, after every check: red team round 19), and None for
+    anything that is not a tensor (which the judge then finds wrong). The checks flag subclasses (`_inspect`)."""
+    with torch._C.DisableTorchFunctionSubclass():
+        return tuple(t if type(t) is Tensor else t.as_subclass(Tensor) if _tensor_subclass(t) else None
+                     for t in result)
+
+
 def guarded_here() -> dict[str, tuple[object, list[str]]]:
     """What the tampering watch guards in this module: the harness's own references to what it imported
     (patching the module they came from misses these) and its methods."""
@@ -128,7 +141,7 @@ class Solution:
                 if "PassManager::run failed" in str(e):  # Triton's MLIR pipeline crashed on this kernel
                     raise CompileError(f"Triton's compiler failed on this kernel:\n{self._format(e)}") from None
                 raise SubmissionError(self._format(e)) from None
-            result = result if isinstance(result, tuple) else (result,)
+            result = tuple(result) if isinstance(result, tuple) else (result,)  # a plain tuple, iterated here
             # Here, not in the judge: across a process boundary the judge sees copies, never views.
             check_no_aliasing(result, inputs, case_label(shape))
             return result
@@ -180,7 +193,7 @@ class Solution:
             found["threads_left_running"] = " and ".join(
                 f"{len(these)} {what}{'s' * (len(these) > 1)} ({', '.join(map(str, sorted(these)))})"
                 for these, what in ((left, "thread"), (children, "child process")) if these)
-        subclasses = [str(i) for i, t in enumerate(result) if isinstance(t, torch.Tensor) and type(t) is not Tensor]
+        subclasses = [str(i) for i, t in enumerate(result) if _tensor_subclass(t)]
         if subclasses:
             found["not_a_tensor"] = ", ".join(subclasses)
         for check, detail in found.items():
@@ -250,9 +263,10 @@ class Solution:
             last[k] = None
         kernels = profile_calls(calls[:profiled], device, l2_bytes, before=self._align)
         profile = summarize_profile(kernels, profiled, self._own_kernels())
-        self._inspect(())
-        return TimedRuns(stats, profile, timed_seeds + seeds[:profiled], timed_last + last[:profiled],
-                         time.perf_counter() - profile_started)
+        outputs = timed_last + last[:profiled]
+        self._inspect(tuple(t for out in outputs if out is not None for t in out))
+        replied = [None if out is None else plain(out) for out in outputs]
+        return TimedRuns(stats, profile, timed_seeds + seeds[:profiled], replied, time.perf_counter() - profile_started)
 
     def _own_kernel_names(self) -> set[str]:
         names = triton_kernel_names(self.build.source_path.read_text()) if self.build.language in ("triton", "python") \

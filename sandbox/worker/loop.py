@@ -31,7 +31,7 @@ from kerneldojo.tasks import get_task, list_tasks
 from .channel import WorkerEnd
 from .confine import Plan, enter
 from .environment import scrub
-from .harness import Solution
+from .harness import Solution, plain
 from .syscall_filter import before_submission_code, refuse_processes_and_sockets
 from .triton_interpreter import interpreter
 from .watches import ForbiddenOps, interpreter_code
@@ -117,7 +117,7 @@ class _Session:
         # Plain tensors only: a subclass would run its own code in the judge (flagged in `solution`).
         if self.solution.build.libraries and not self.outputs_by_value:
             return None
-        return tuple(t.as_subclass(torch.Tensor) if isinstance(t, torch.Tensor) else t for t in self.last)
+        return plain(self.last)
 
     def op_time(self, *args):
         self.last = self.solution.time(*args)

@@ -271,3 +271,35 @@ def test_a_source_the_parser_cannot_take_is_a_compile_error_at_every_entry(short
     result = short_judge.evaluate("vector_add", bomb)  # the language detected from the source
     assert result.status == "compile_error" and "parser" in result.messages[-1], result.messages
     assert submission("vector_add", bomb, None, "bomb").language == "triton"
+
+
+def test_a_reply_runs_no_code_of_the_submissions_objects():
+    """Red team round 19: a tensor subclass left in the timing reply computed its outputs in `detach()` while the
+    worker encoded the reply, after every check. Outputs are made plain with no subclass hook running, and the
+    worker's encoder refuses any object that is not plain data or a record."""
+    import pickle
+
+    from kerneldojo.sandbox.protocol import dumps
+    from kerneldojo.sandbox.worker.harness import plain
+
+    ran = []
+
+    class Deferred(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            ran.append(getattr(func, "__name__", str(func)))
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    class Sneaky:
+        def __reduce__(self):
+            ran.append("__reduce__")
+            return (str, ("x",))
+
+    deferred = torch.zeros(3).as_subclass(Deferred)
+    ran.clear()
+    out = plain((deferred, Sneaky(), 7))
+    assert type(out[0]) is torch.Tensor and out[1:] == (None, None) and ran == []
+    for reply in ((1, "ok", (deferred,)), (1, "ok", (Sneaky(),))):
+        with pytest.raises(pickle.PicklingError, match="a reply may not hold"):
+            dumps(reply)
+    assert ran == []
