@@ -13,6 +13,8 @@ import torch
 
 from kerneldojo.sandbox.protocol import Build, dumps, loads, recv_frame, send_frame
 
+from .watches import no_submission_hooks
+
 
 class WorkerEnd:
     def __init__(self, sock: socket.socket, device: torch.device, build_dir: str, cuda_ipc: bool = False):
@@ -23,7 +25,8 @@ class WorkerEnd:
 
     def put(self, item) -> None:
         try:
-            data = dumps(item, self.cuda_ipc)
+            with no_submission_hooks():  # the encoder's own tensor ops (detach) reach no mode a submission left
+                data = dumps(item, self.cuda_ipc)
         except Exception as e:  # e.g. an output that cannot be pickled; keep the sequence number if any
             head = item[:-2] if isinstance(item, tuple) and len(item) >= 2 else ()
             data = dumps((*head, "runtime_error", f"the reply could not be sent: {type(e).__name__}: {e}"))

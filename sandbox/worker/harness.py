@@ -43,7 +43,9 @@ from .watches import (
     Tampering,
     child_processes,
     live_threads,
+    modes_left,
     module_functions,
+    no_submission_hooks,
     watching,
 )
 
@@ -111,6 +113,8 @@ class Solution:
         self._forbidden = ForbiddenOps(task.allowed_ops)
         self._tampering = Tampering(guarded_here())
         self._threads, self._children = live_threads(), set(child_processes())
+        self._modes = (torch._C._len_torch_dispatch_stack(), torch._C._len_torch_function_stack())
+        self._modes_left = False  # a mode found active between timed calls (`time`)
         self._tripwire = ReferenceTripwire(task.reference)
         # The kernels that count as its own, named before any of its code runs: the worker's copy of the source
         # and its libraries are files the submission could rewrite later (red team round 12).
@@ -185,6 +189,8 @@ class Solution:
         if self._tripwire.called:
             found["reference_called"] = ""
         changed = self._tampering.changed() + ["the forbidden-operator watch (popped)"] * self._forbidden.popped
+        if self._modes_left or modes_left(self._modes):
+            changed.append("the torch dispatch or function mode stack or the trace hook (one left active after a call)")
         if changed:
             found["tampering"] = ", ".join(changed)
         left = [name for ident, name in live_threads().items() if ident not in self._threads] if threads else []
@@ -242,10 +248,12 @@ class Solution:
             last[k] = self.run(sets[k], shape, out_sets[k], watch=False)
 
         def refill(k: int) -> None:
+            self._modes_left = self._modes_left or modes_left(self._modes)
             seeds[k] = secrets.randbits(31) if rank is None else _next_seed(seeds[k])
-            for tensor, fresh in zip(sets[k], make(shape, seeds[k], device)):
-                tensor.copy_(fresh)
-            out_sets[k] = poisoned_like(templates)
+            with no_submission_hooks():
+                for tensor, fresh in zip(sets[k], make(shape, seeds[k], device)):
+                    tensor.copy_(fresh)
+                out_sets[k] = poisoned_like(templates)
 
         def prepare(i: int) -> None:
             if i >= len(sets):

@@ -249,3 +249,16 @@ class ReferenceTripwire:
             setattr(self.module, name, fn)
 
 
+@contextlib.contextmanager
+def no_submission_hooks():
+    """The harness's own tensor ops with every torch dispatch and function mode off, the submission's included:
+    a mode a call left pushed saw the refills' `copy_` and the reply's `detach` and did the work there, off the
+    clock and after every check (red team round 20). `_inspect` flags a mode left behind."""
+    with torch.utils._python_dispatch._disable_current_modes(), torch._C.DisableTorchFunction():
+        yield
+
+
+def modes_left(baseline: tuple[int, int]) -> bool:
+    """Whether more dispatch or function modes, or a trace or profile hook, are active than at `baseline`."""
+    now = (torch._C._len_torch_dispatch_stack(), torch._C._len_torch_function_stack())
+    return any(n > b for n, b in zip(now, baseline)) or sys.gettrace() is not None or sys.getprofile() is not None
