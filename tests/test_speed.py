@@ -87,17 +87,23 @@ def test_gpu_lock_lets_checks_share_and_timing_wait():
 
 # -- the JIT allowance ends with the JIT (protocol.PROGRESS) -----------------------------------------------------
 
-# Returns, then spins in the worker while the reply is encoded: in CPU mode, the stand-in for a GPU kernel that
-# hangs after its launch returned (the worker's synchronize would wait on it).
+# Returns, then hangs in the harness's own code once the call has returned (a profile hook it left on the worker's
+# thread, at the harness's next step): in CPU mode, the stand-in for a GPU kernel that hangs after its launch
+# returned (the worker's synchronize would wait on it). A reply no longer runs the submission's code as it is
+# encoded (red team round 19), which the stand-in used before.
 RETURNS_THEN_SPINS = """
-class Spin:
-    def __reduce__(self):
+import sys
+
+
+def _hang_in_the_harness(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "_inspect":
         while True:
             pass
 
 
 def solution(x, y):
-    return x + y, Spin()
+    sys.setprofile(_hang_in_the_harness)
+    return x + y
 """
 SPINS_BEFORE_RETURNING = "def solution(x, y):\n    while True:\n        pass\n"
 

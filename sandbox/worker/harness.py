@@ -59,13 +59,17 @@ def _tensor_subclass(t: object) -> bool:
     return issubclass(type(t), torch.Tensor) and type(t) is not Tensor  # type(), never isinstance: no code of theirs
 
 
+_PLAIN_DATA = (type(None), bool, int, float, str, bytes, tuple, list, dict)
+
+
 def plain(result: tuple) -> tuple:
     """Outputs as a reply holds them: plain tensors, made with no code of the submission's running (a subclass's
-    `__torch_function__` would run as the reply is encoded, after every check: red team round 19), and None for
-    anything that is not a tensor (which the judge then finds wrong). The checks flag subclasses (`_inspect`)."""
+    `__torch_function__` would run as the reply is encoded, after every check: red team round 19), plain data as it
+    is (the judge finds it wrong, naming its type; the encoder refuses what it holds that is not plain), and None
+    for any other object. The checks flag subclasses (`_inspect`)."""
     with torch._C.DisableTorchFunctionSubclass():
-        return tuple(t if type(t) is Tensor else t.as_subclass(Tensor) if _tensor_subclass(t) else None
-                     for t in result)
+        return tuple(t if type(t) is Tensor or type(t) in _PLAIN_DATA else t.as_subclass(Tensor)
+                     if _tensor_subclass(t) else None for t in result)
 
 
 def guarded_here() -> dict[str, tuple[object, list[str]]]:
