@@ -65,7 +65,7 @@ def cache_dir() -> Path:
 def detect_language(source: str) -> str:
     """Guess the language of a submission from its text. Valid Python with Python's signs is Python whatever its
     strings hold (a KernelBench solution carries its CUDA in a load_inline string)."""
-    if re.search(r"^[ \t]*(import|from|def)\s", source, re.M) and _parses_as_python(source):
+    if re.search(r"^[ \t]*(import|from|def)\s", source, re.M) and parse_python(source) is not None:
         return "triton" if re.search(r"^[ \t]*(import|from)[ \t]+triton\b", source, re.M) else "python"
     if re.search(r"#include\s*[<\"](cute|cutlass)/", source):
         return "cute"
@@ -74,10 +74,6 @@ def detect_language(source: str) -> str:
     if re.search(r"^[ \t]*(import|from)[ \t]+triton\b", source, re.M):
         return "triton"
     return "python"
-
-
-def _parses_as_python(source: str) -> bool:
-    return parse_python(source) is not None
 
 
 def language_mismatch(source: str, language: str) -> str | None:

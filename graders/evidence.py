@@ -12,7 +12,6 @@ far above what the worker claimed).
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -20,8 +19,8 @@ import torch
 
 from kerneldojo.graders.checks import message
 from kerneldojo.graders.profile import (  # noqa: F401 (triton_kernel_names re-exported)
-    FOREIGN_NAMESPACES,
     VENDOR_KERNEL,
+    foreign,
     kernel_base_name,
     library_like,
     triton_kernel_names,
@@ -59,8 +58,7 @@ class OwnKernels:
     def __contains__(self, name: str) -> bool:
         if name.strip() in self.triton:
             return True
-        head = re.sub(r"^(void|static|__global__)\s+", "", name.strip())
-        return kernel_base_name(name) in self.native and not head.startswith(FOREIGN_NAMESPACES)
+        return kernel_base_name(name) in self.native and not foreign(name)
 
 
 @dataclass

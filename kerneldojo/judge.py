@@ -487,7 +487,9 @@ class Judge:
             _check_timing(task, timing, floor_ms(flops, moved, case.dtype, sheet))
             del inputs, template, timed
         result.timed = True
-        _summarise_timings(result)
+        result.speedup = _geomean([t.speedup for t in result.timings])
+        result.speedup_vs_compile = _geomean([t.speedup_vs_compile for t in result.timings])
+        result.roofline_fraction = _geomean([t.roofline_fraction for t in result.timings])
         shares = [t.profile.own_share for t in result.timings if t.profile and t.profile.own_share is not None]
         result.kernel_coverage = min(shares) if shares else None
 
@@ -710,12 +712,6 @@ def _default_reference_cache() -> Path:
 @functools.cache
 def _compiled_reference(task_id: str):
     return torch.compile(get_task(task_id).reference.reference)
-
-
-def _summarise_timings(result: EvalResult) -> None:
-    result.speedup = _geomean([t.speedup for t in result.timings])
-    result.speedup_vs_compile = _geomean([t.speedup_vs_compile for t in result.timings])
-    result.roofline_fraction = _geomean([t.roofline_fraction for t in result.timings])
 
 
 def _geomean(values: list[float | None]) -> float | None:

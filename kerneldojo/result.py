@@ -22,7 +22,6 @@ STATUS_MEANING: dict[str, str] = {
 }
 
 
-
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -36,6 +35,7 @@ def printable(text: str) -> str:
 def one_line(text: str) -> str:
     """`printable`, and newline and tab escaped too: a cell of a table (a newline in a label forged rows)."""
     return printable(text).replace("\n", "\\n").replace("\t", "\\t")
+
 
 class Mismatch(BaseModel):
     """Where the first failing output differs most from the reference."""

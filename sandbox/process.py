@@ -33,7 +33,6 @@ import secrets
 import shutil
 import signal
 import socket
-import stat
 import subprocess
 import tempfile
 import threading
@@ -63,6 +62,7 @@ from .protocol import (
     SubmissionTimeout,
     TimedRuns,
     capped,
+    read_regular_tail,
     reply_cap,
     timed_reply_sets,
     unwrap_reply,
@@ -346,18 +346,8 @@ class _Worker:
         return unwrap_reply(kind, payload)
 
     def output_tail(self) -> str:
-        """The end of what the submission printed. The worker could replace the file: no symlink is
-        followed, a FIFO does not block, and only a regular file is read, at most its last bytes."""
-        try:
-            fd = os.open(self.scratch / "output.txt", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            return ""
-        with os.fdopen(fd, "rb") as f:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                return ""
-            f.seek(max(0, info.st_size - OUTPUT_TAIL_CHARS))
-            return printable(f.read(OUTPUT_TAIL_CHARS).decode(errors="replace"))
+        """The end of what the submission printed (a file the worker could replace: `read_regular_tail`)."""
+        return printable(read_regular_tail(self.scratch / "output.txt", OUTPUT_TAIL_CHARS))
 
     def _tail_note(self) -> str:
         cgroup = getattr(self, "cgroup", None)  # the docker backend shares this method, not the cgroup

@@ -95,6 +95,10 @@ def unwrap_reply(kind: str, payload):
     raise Flagged({"timing_channel": message("timing_channel", f"a reply of unknown kind {kind!r}")})
 
 
+# Plain data: the types whose objects run no code of a submission's (exactly these, never a subclass).
+PLAIN_DATA = (type(None), bool, int, float, str, bytes, tuple, list, dict)
+
+
 class _DataRepr(reprlib.Repr):
     """Plain data as reprlib shows it; anything else by its type alone (a tensor by its shape and dtype): torch's
     printer walks every element of a dimension of size 6 or less, so a stretched view of 2**40 elements never ends,
@@ -105,7 +109,7 @@ class _DataRepr(reprlib.Repr):
             return f"tensor(shape={list(x.shape)}, dtype={x.dtype})"
         if type(x) is int and x.bit_length() > 256:  # repr() of a long int is quadratic, and refused past 4300 digits
             return f"<int of {x.bit_length()} bits>"
-        if type(x) not in (str, bytes, int, float, bool, type(None), tuple, list, dict):
+        if type(x) not in PLAIN_DATA:
             return f"<{type(x).__name__}>"
         return super().repr1(x, level)
 
@@ -143,6 +147,21 @@ def read_regular_file(path: Path, max_bytes: int, exact: int | None = None) -> b
     if (exact is not None and len(data) != exact) or len(data) > max_bytes:  # grew or shrank after the fstat
         raise ValueError(f"{path.name}: {len(data)} bytes read, expected {expected}")
     return data
+
+
+def read_regular_tail(path: Path, max_bytes: int) -> str:
+    """The last `max_bytes` of a file a confined process wrote, as text: "" unless it is a regular file (no link
+    followed, no FIFO waited on): what a worker or a replay printed, which it could have replaced."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return ""
+        f.seek(max(0, info.st_size - max_bytes))
+        return f.read(max_bytes).decode(errors="replace")
 
 
 def sample_positions(numel: int, count: int, seed: int) -> torch.Tensor:
@@ -219,7 +238,7 @@ FRAME = struct.Struct("!Q")
 REPLY_MODELS = (result_models.TimeStats, result_models.ProfileStats, result_models.KernelRecord)
 REPLY_DATACLASSES = (TimedRuns,)
 # The types a worker's reply may hold besides those records: exactly these (a subclass is the submission's code).
-_REPLY_TYPES = frozenset({type(None), bool, int, float, str, bytes, tuple, list, dict, torch.Tensor})
+_REPLY_TYPES = frozenset({*PLAIN_DATA, torch.Tensor})
 _IPC_HANDLE = re.compile(rb"/torch_[0-9_]+")  # torch's names for a CUDA IPC ref counter in /dev/shm
 # Counters in one such file (torch's CUDA_IPC_REF_COUNTER_FILE_SIZE): torch decrements the counter at the offset a
 # record names, unchecked, when the judge frees the tensor (red team round 15: an offset of 2**40, a SIGSEGV).

@@ -68,6 +68,7 @@ LINUX_CAPABILITY_VERSION_3 = 0x20080522
 HIDDEN_TMPFS = "size=1m,nr_inodes=4096,mode=755"
 
 _libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long  # a descriptor or -1, a Landlock ABI
 _names = itertools.count()
 
 
@@ -525,7 +526,6 @@ def _scope_signals() -> str:
     (a compiler, ncu) inherit the domain and stay signalable by it; ptrace outward is refused by any domain.
     Called single-threaded (in `enter`), so every thread the worker starts later is inside."""
     syscall = _libc.syscall
-    syscall.restype = ctypes.c_long
     abi = syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), LANDLOCK_CREATE_RULESET_VERSION)
     if abi < LANDLOCK_SCOPES_ABI:
         why = os.strerror(ctypes.get_errno()) if abi < 0 else f"Landlock ABI {abi}"

@@ -17,13 +17,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from kerneldojo.sandbox.protocol import read_regular_file
+from kerneldojo.sandbox.protocol import read_regular_file, read_regular_tail
 
 CSV_CAP_BYTES = 4 << 20  # ncu's output kept; one row per launch, so thousands of launches fit
 # Outputs are written in chunks of this size: the worker's files are capped at 16 MiB (RLIMIT_FSIZE).
@@ -107,7 +106,8 @@ def gather(task_id: str, build, shape: dict, seeds: list[int], output_specs: lis
         outputs.append(row)
     return {"csv": done.stdout[-CSV_CAP_BYTES:].decode(errors="replace"), "outputs": outputs,
             "problems": problems[:10], "returncode": done.returncode,
-            "stderr": done.stderr[-4000:].decode(errors="replace"), "replay_log": _log_tail(folder / LOG_NAME)}
+            "stderr": done.stderr[-4000:].decode(errors="replace"),
+            "replay_log": read_regular_tail(folder / LOG_NAME, 4000)}  # its traceback, if it failed
 
 
 def _sampled(data: bytes, size: list[int], dtype: str, count: int, seed: int) -> bytes:
@@ -118,19 +118,6 @@ def _sampled(data: bytes, size: list[int], dtype: str, count: int, seed: int) ->
 
     elements = np.frombuffer(data, dtype=np.uint8).reshape(math.prod(size), getattr(torch, dtype).itemsize)
     return elements[sample_positions(len(elements), count, seed).numpy()].tobytes()
-
-
-def _log_tail(path: Path, nbytes: int = 4000) -> str:
-    """The end of the replay's own output (its traceback, if it failed), read as untrusted: no link followed."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return ""
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return ""
-        f.seek(max(0, os.fstat(fd).st_size - nbytes))
-        return f.read(nbytes).decode(errors="replace")
 
 
 def _to_device(t, device):

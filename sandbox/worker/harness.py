@@ -31,7 +31,7 @@ from kerneldojo.graders.correctness import check_inputs_unchanged, check_no_alia
 from kerneldojo.graders.profile import native_kernel_names, profile_calls, summarize_profile, triton_kernel_names
 from kerneldojo.graders.timing import time_calls
 from kerneldojo.sandbox.device import Device
-from kerneldojo.sandbox.protocol import PROFILED_CALLS, Build, CompileError, SubmissionError, TimedRuns
+from kerneldojo.sandbox.protocol import PLAIN_DATA, PROFILED_CALLS, Build, CompileError, SubmissionError, TimedRuns
 from kerneldojo.tasks import Task, case_label
 from kerneldojo.tasks.spec import STRIDE_PARAM
 
@@ -43,6 +43,7 @@ from .watches import (
     Tampering,
     child_processes,
     live_threads,
+    mode_depths,
     modes_left,
     module_functions,
     no_submission_hooks,
@@ -53,13 +54,8 @@ _module_ids = itertools.count()
 COLLECTIVE_RUNS = 40  # a distributed task's ranks make the same calls: a fixed count, not a target error
 
 
-
-
 def _tensor_subclass(t: object) -> bool:
     return issubclass(type(t), torch.Tensor) and type(t) is not Tensor  # type(), never isinstance: no code of theirs
-
-
-_PLAIN_DATA = (type(None), bool, int, float, str, bytes, tuple, list, dict)
 
 
 def plain(result: tuple) -> tuple:
@@ -68,7 +64,7 @@ def plain(result: tuple) -> tuple:
     is (the judge finds it wrong, naming its type; the encoder refuses what it holds that is not plain), and None
     for any other object. The checks flag subclasses (`_inspect`)."""
     with torch._C.DisableTorchFunctionSubclass():
-        return tuple(t if type(t) is Tensor or type(t) in _PLAIN_DATA else t.as_subclass(Tensor)
+        return tuple(t if type(t) is Tensor or type(t) in PLAIN_DATA else t.as_subclass(Tensor)
                      if _tensor_subclass(t) else None for t in result)
 
 
@@ -117,7 +113,7 @@ class Solution:
         self._forbidden = ForbiddenOps(task.allowed_ops)
         self._tampering = Tampering(guarded_here())
         self._threads, self._children = live_threads(), set(child_processes())
-        self._modes = (torch._C._len_torch_dispatch_stack(), torch._C._len_torch_function_stack())
+        self._modes = mode_depths()
         self._modes_left = False  # a mode found active between timed calls (`time`)
         self._tripwire = ReferenceTripwire(task.reference)
         # The kernels that count as its own, named before any of its code runs: the worker's copy of the source

@@ -258,7 +258,13 @@ def no_submission_hooks():
         yield
 
 
+def mode_depths() -> tuple[int, int]:
+    """How many torch dispatch and function modes are active on this thread."""
+    return torch._C._len_torch_dispatch_stack(), torch._C._len_torch_function_stack()
+
+
 def modes_left(baseline: tuple[int, int]) -> bool:
-    """Whether more dispatch or function modes, or a trace or profile hook, are active than at `baseline`."""
-    now = (torch._C._len_torch_dispatch_stack(), torch._C._len_torch_function_stack())
-    return any(n > b for n, b in zip(now, baseline)) or sys.gettrace() is not None or sys.getprofile() is not None
+    """Whether more dispatch or function modes (`mode_depths`), or a trace or profile hook, are active than at
+    `baseline`."""
+    return (any(n > b for n, b in zip(mode_depths(), baseline)) or sys.gettrace() is not None
+            or sys.getprofile() is not None)
