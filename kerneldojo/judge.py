@@ -74,6 +74,7 @@ from kerneldojo.result import (
 from kerneldojo.sandbox.backends import BACKENDS, check_isolation
 from kerneldojo.sandbox.device import Device, resolve_device, synchronize
 from kerneldojo.sandbox.docker import DockerConfig
+from kerneldojo.sandbox.gpu_lock import GPULock, gpu_lock
 from kerneldojo.sandbox.peers import CollectiveSolution, Unavailable, rank_devices, time_nccl_all_reduce
 from kerneldojo.sandbox.process import WorkerSolution, evidence_in_worker, time_reference_in_worker
 from kerneldojo.sandbox.protocol import (
@@ -200,6 +201,8 @@ class Judge:
         except Exception as e:  # a CUDA error surfacing at a synchronize, a bad return value, ...
             result.status = "runtime_error"
             result.messages.append(f"{type(e).__name__}: {e}")
+        if self.device.mode == "gpu":  # the step's inputs and references, cached by torch, back to the GPU: its
+            torch.cuda.empty_cache()  # workers and other judges need them (four judges held 14 GiB each, idle)
         # Every message may quote the submission (its errors, its output, its compiler's): printable, whoever shows it.
         result.messages = [printable(m) for m in result.messages]
         result.checks_fired = [printable(c) for c in result.checks_fired]
@@ -256,10 +259,11 @@ class Judge:
         result.phases["load"] = load_s
         try:
             try:
-                with _phase(result, "correctness"):
+                with _phase(result, "correctness"), self._gpu.shared():
                     self._check(task, solution, result)
                 if self.timed:
-                    self._time(task, solution, result, reference_times)  # its phases: timing, profile, recheck
+                    with self._gpu.exclusive():
+                        self._time(task, solution, result, reference_times)  # its phases: timing, profile, recheck
             except (Flagged, SubmissionTimeout):
                 raise
             except Exception:
@@ -299,7 +303,7 @@ class Judge:
         claimed = timing.scored_ms  # what the speedup pays (red team round 14: the worker's kernel time was checked
         # here while its busy time was paid, and it reported one honest, the other cut)
         result.evidence = Evidence(case=str(case), claimed_ms=claimed)
-        with _phase(result, "evidence"):
+        with _phase(result, "evidence"), self._gpu.profiler(), self._gpu.shared():
             fired = self._gather_evidence(task, build, own, case, claimed, result.evidence)
         if result.evidence.own_share is not None and result.kernel_coverage is not None:  # the judge's figure bounds it
             result.kernel_coverage = min(result.kernel_coverage, result.evidence.own_share)
@@ -451,8 +455,9 @@ class Judge:
                 del inputs
                 if not hasattr(solution, "ncu"):
                     raise RuntimeError(f"no profile: isolation={self.isolation!r} has no Nsight Compute replay yet")
-                profile.kernels = summarise(parse_ncu_csv(solution.ncu(case.shape, specs, NCU_CALLS, NCU_LIMIT_S)),
-                                            NCU_CALLS)
+                with self._gpu.profiler(), self._gpu.shared():
+                    csv = solution.ncu(case.shape, specs, NCU_CALLS, NCU_LIMIT_S)
+                profile.kernels = summarise(parse_ncu_csv(csv), NCU_CALLS)
                 if not profile.kernels:
                     profile.note = "no profile: ncu saw no kernel in the replay"
         except Exception as e:  # feedback only: a profile that cannot be taken says why and changes nothing else
@@ -515,7 +520,8 @@ class Judge:
         key = _reference_key(task, case, kind, self.device.name)
         if key not in self._reference_times:
             try:
-                self._reference_times[key] = self._measure_reference(task, case, kind).model_dump()
+                with self._gpu.exclusive():
+                    self._reference_times[key] = self._measure_reference(task, case, kind).model_dump()
             except Exception as e:  # torch.compile can fail on a platform; the eager figure still stands
                 warnings.warn(f"{task.id} {case}: timing the {kind} reference failed, so the case has no {kind} "
                               f"figure (kept in the cache until refresh_reference_times()): {type(e).__name__}: {e}",
@@ -557,6 +563,11 @@ class Judge:
         # mid-write leaves the old file. A refresh (an empty table) starts the file afresh.
         merged = {**self._load_reference_times(), **self._reference_times} if self._reference_times else {}
         write_atomically(path, json.dumps(merged, indent=0, sort_keys=True))
+
+    @property
+    def _gpu(self) -> GPULock:
+        """Shared by this device's correctness checks, held alone by its timings, among every judge of this host."""
+        return gpu_lock(self.device.torch_device)
 
     def _time_calls(self, calls) -> TimeStats:
         return time_calls(calls, self.device.torch_device, self.device.l2_bytes, budget_s=self.timing_budget_s)

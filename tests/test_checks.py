@@ -248,3 +248,22 @@ def test_the_harness_launches_are_left_out_of_the_profile_and_cannot_hide_work()
     # A long kernel named like the harness's flush: the harness's two short flushes are left out, not it.
     disguised = k("kerneldojo_flush_l2", 100, length=5000)
     assert disguised in without_harness_launches([*window, disguised], flushes)
+
+
+def test_the_harness_own_ops_run_with_no_submission_mode_but_may_push_their_own():
+    from torch.overrides import TorchFunctionMode
+
+    from kerneldojo.sandbox.worker.watches import mode_depths, no_submission_hooks
+
+    class Doubles(TorchFunctionMode):  # a mode a submission left pushed: it would see the refills
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            return result * 2 if func is torch.ones else result
+
+    with Doubles():
+        depths = mode_depths()
+        with no_submission_hooks():
+            assert torch.ones(2).tolist() == [1.0, 1.0]  # the leftover mode sees nothing
+            with torch.device("meta"):  # a problem's make_inputs may use its own device context (a function mode)
+                assert torch.ones(2).device.type == "meta"
+        assert mode_depths() == depths and torch.ones(2).tolist() == [2.0, 2.0]  # put back as it was

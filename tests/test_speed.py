@@ -73,7 +73,7 @@ def test_pool_reports_throughput_phases_and_reuse(tmp_path, monkeypatch):
 def test_gpu_lock_lets_checks_share_and_timing_wait():
     import threading
 
-    from kerneldojo.batch.pool import GPULock
+    from kerneldojo.sandbox.gpu_lock import GPULock
 
     lock, order = GPULock(), []
     with lock.shared(), lock.shared():  # two checks at once
@@ -83,6 +83,37 @@ def test_gpu_lock_lets_checks_share_and_timing_wait():
         order.append("checks done")
     timing.join(5)
     assert order == ["checks done", "timed"]
+
+
+def test_gpu_lock_holds_across_judges_of_other_processes(tmp_path, monkeypatch):
+    """Two locks of one key stand for two processes' judges: only the file lock joins them."""
+    import threading
+
+    from kerneldojo.sandbox.gpu_lock import GPULock
+
+    monkeypatch.setenv("KERNELDOJO_GPU_LOCKS", str(tmp_path))
+    mine, theirs, order = GPULock("gpu-test"), GPULock("gpu-test"), []
+
+    def check():
+        with theirs.shared():
+            order.append("their check")
+
+    with mine.exclusive():
+        other = threading.Thread(target=check)
+        other.start()
+        other.join(0.3)
+        order.append("my timing done")
+    other.join(5)
+    assert order == ["my timing done", "their check"]
+    with mine.shared(), theirs.shared():  # checks of both share the GPU
+        pass
+    with mine.profiler():  # one Nsight Compute replay at a time
+        other = threading.Thread(target=lambda: theirs.profiler().__enter__() or order.append("their replay"))
+        other.start()
+        other.join(0.3)
+        order.append("my replay done")
+    other.join(5)
+    assert order[2:] == ["my replay done", "their replay"]
 
 
 # -- the JIT allowance ends with the JIT (protocol.PROGRESS) -----------------------------------------------------

@@ -3,8 +3,9 @@
 N GPUs give N × `workers_per_gpu` slots. A slot owns one `Judge` (which caches reference timings for
 its device) and one thread. Several slots of one GPU check correctness at the same time, but a GPU's
 timing phases (the submission's timed runs and profile, a reference's timing) hold it exclusively: a
-per-GPU read-write lock (`GPULock`) that correctness checks share and timing takes alone, so timings
-still see an idle device. A hang or a crash costs its own slot's worker only.
+per-GPU read-write lock (`sandbox.gpu_lock`, taken by every `Judge`, across processes too) that correctness
+checks share and timing takes alone, so timings still see an idle device. A hang or a crash costs its own
+slot's worker only.
 Compilation is CPU work and overlaps: CUDA/CuTe sources are built by `nvcc` on a
 thread pool sized to the CPU cores before they queue for a slot, so a slot is not held while
 `nvcc` runs (the judge's own compile step then hits the build cache). A compile error is
@@ -25,7 +26,6 @@ exercises the same code.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import contextlib
 import os
 import queue
 import threading
@@ -455,52 +455,6 @@ class PoolStats:
                 f"{rate}; time by phase: {shares or 'none'}")
 
 
-class GPULock:
-    """Many correctness checks at once (`shared`), or one timing alone (`exclusive`); a waiting timing
-    keeps new checks out, so it is not starved."""
-
-    def __init__(self):
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._writer = False
-        self._waiting_writers = 0
-
-    @contextlib.contextmanager
-    def shared(self):
-        with self._cond:
-            self._cond.wait_for(lambda: not self._writer and not self._waiting_writers)
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._readers -= 1
-                self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def exclusive(self):
-        with self._cond:
-            self._waiting_writers += 1
-            self._cond.wait_for(lambda: not self._writer and not self._readers)
-            self._waiting_writers -= 1
-            self._writer = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._writer = False
-                self._cond.notify_all()
-
-
-_gpu_locks: dict[str, GPULock] = {}
-_gpu_locks_lock = threading.Lock()
-
-
-def gpu_lock(device: str) -> GPULock:
-    with _gpu_locks_lock:
-        return _gpu_locks.setdefault(device, GPULock())
-
-
 _reference_file_lock = threading.Lock()
 _reference_timing_lock = threading.Lock()
 
@@ -515,23 +469,6 @@ class SlotJudge(Judge):
     def _time_calls(self, calls):
         with _reference_timing_lock:
             return super()._time_calls(calls)
-
-    # With several slots on one GPU: checks share it, timings (the submission's, a reference's) hold it alone.
-    def _check(self, task, solution, result):
-        with self._gpu.shared():
-            return super()._check(task, solution, result)
-
-    def _time(self, task, solution, result, reference_times):
-        with self._gpu.exclusive():
-            return super()._time(task, solution, result, reference_times)
-
-    def _measure_reference(self, task, case, kind):
-        with self._gpu.exclusive():
-            return super()._measure_reference(task, case, kind)
-
-    @property
-    def _gpu(self) -> GPULock:
-        return gpu_lock(str(self.device.torch_device))
 
     def _save_reference_times(self) -> None:
         with _reference_file_lock:

@@ -253,9 +253,19 @@ class ReferenceTripwire:
 def no_submission_hooks():
     """The harness's own tensor ops with every torch dispatch and function mode off, the submission's included:
     a mode a call left pushed saw the refills' `copy_` and the reply's `detach` and did the work there, off the
-    clock and after every check (red team round 20). `_inspect` flags a mode left behind."""
-    with torch.utils._python_dispatch._disable_current_modes(), torch._C.DisableTorchFunction():
-        yield
+    clock and after every check (red team round 20). `_inspect` flags a mode left behind.
+
+    The modes are taken off their stacks, not disabled: the harness's own code may push its own (a problem's
+    `make_inputs` under `with torch.device(...)`, itself a function mode; with torch functions disabled, a refill
+    drew a KernelBench problem's inputs on the host's generator, and its timed outputs were checked against
+    inputs the worker never used). Tensor subclasses' hooks stay off."""
+    popped = [torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]
+    try:
+        with torch.utils._python_dispatch._disable_current_modes(), torch._C.DisableTorchFunctionSubclass():
+            yield
+    finally:
+        for mode in reversed(popped):
+            torch._C._push_on_torch_function_stack(mode)
 
 
 def mode_depths() -> tuple[int, int]:

@@ -1,0 +1,120 @@
+"""Sharing one GPU among judges (in the judge's processes): correctness checks share it, timings hold it alone.
+
+A timing that overlaps another judge's kernels measures both: CUPTI's kernel intervals stretch under the
+GPU's time-slicing while the CUDA events' median may not, and an honest kernel was flagged
+`unsynchronized_stream` (busy time 2 to 4 times the timed time) with four judges' test processes on one H100
+(2026-11-25). So the lock spans processes, not only a pool's threads: an `flock` on a file named by the GPU's
+UUID (an index changes with CUDA_VISIBLE_DEVICES; the UUID does not). Workers cannot reach the file: they
+have a /tmp of their own. A waiting timing keeps new checks out, in this process (a condition) and across
+processes (a turnstile file every taker passes), so it is never starved.
+
+Nsight Compute replays (the evidence pass, profile feedback) also run one at a time per GPU (`profiler`): ncu
+serializes its sessions with a lock file in /tmp, and each worker has a /tmp of its own, so concurrent replays
+met on the GPU's counters and were killed (ncu exit 9, no output: three honest kernels failed the evidence pass
+with four judges on one H100, 2026-11-25, as did 4 of 13 correct submissions in a batch of four slots,
+2026-11-24). Take `profiler` before `shared`, always in that order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+
+def lock_folder() -> Path:
+    folder = Path(os.environ.get("KERNELDOJO_GPU_LOCKS") or Path(tempfile.gettempdir()) / "kerneldojo-gpu-locks")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@contextlib.contextmanager
+def _flocked(path: Path, how: int) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        fcntl.flock(fd, how)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+class GPULock:
+    """Many correctness checks at once (`shared`), or one timing alone (`exclusive`), among this process's
+    threads and, with a `key` (the GPU's UUID), every process of this host that uses the same key."""
+
+    def __init__(self, key: str | None = None):
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+        self._waiting_writers = 0
+        self._files = None if key is None else (lock_folder() / f"{key}.turnstile", lock_folder() / f"{key}.lock")
+        self._profiler = threading.Lock()
+
+    @contextlib.contextmanager
+    def shared(self):
+        with self._cond:
+            self._cond.wait_for(lambda: not self._writer and not self._waiting_writers)
+            self._readers += 1
+        try:
+            with self._across_processes(fcntl.LOCK_SH):
+                yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self):
+        with self._cond:
+            self._waiting_writers += 1
+            self._cond.wait_for(lambda: not self._writer and not self._readers)
+            self._waiting_writers -= 1
+            self._writer = True
+        try:
+            with self._across_processes(fcntl.LOCK_EX):
+                yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def profiler(self):
+        """One Nsight Compute replay at a time on this GPU, among this host's judges."""
+        with self._profiler:
+            if self._files is None:
+                yield
+                return
+            with _flocked(self._files[1].with_suffix(".profiler"), fcntl.LOCK_EX):
+                yield
+
+    @contextlib.contextmanager
+    def _across_processes(self, how: int) -> Iterator[None]:
+        if self._files is None:
+            yield
+            return
+        turnstile, lock = self._files
+        with contextlib.ExitStack() as held:
+            with _flocked(turnstile, fcntl.LOCK_EX):  # held while waiting: later takers queue behind this one
+                held.enter_context(_flocked(lock, how))
+            yield
+
+
+_locks: dict[str, GPULock] = {}
+_locks_lock = threading.Lock()
+
+
+def gpu_lock(device: torch.device) -> GPULock:
+    """The lock of `device` (one per device in this process); a CPU device's spans this process only."""
+    name = str(device)
+    with _locks_lock:
+        if name not in _locks:
+            key = None if device.type != "cuda" else "gpu-" + str(torch.cuda.get_device_properties(device).uuid)
+            _locks[name] = GPULock(key)
+        return _locks[name]
