@@ -207,11 +207,20 @@ def _check_exports(listed: str) -> None:
 # must not run in the judge's process. The judge reads only their text, capped.
 EXPORTS, SYMBOLS = "exports.txt", "symbols.txt"
 INSPECT_OUTPUT_BYTES = 4 << 20
+# `/bin/sh -c INSPECT BUILD-COMMAND...` with KD_LIBRARY (the built file), KD_NM and KD_CUOBJDUMP (empty: not run).
 INSPECT = ('"$0" "$@" || exit; '
-           'if [ -n "$KD_NM" ]; then "$KD_NM" -D --defined-only submission.so >exports.txt 2>&1 '
+           'if [ -n "$KD_NM" ]; then "$KD_NM" -D --defined-only "$KD_LIBRARY" >exports.txt 2>&1 '
            '|| echo "' + INSPECT_FAILED + '" >exports.txt; fi; '
-           'if [ -n "$KD_CUOBJDUMP" ]; then "$KD_CUOBJDUMP" -symbols submission.so >symbols.txt 2>&1 '
+           'if [ -n "$KD_CUOBJDUMP" ]; then "$KD_CUOBJDUMP" -symbols "$KD_LIBRARY" >symbols.txt 2>&1 '
+           '|| grep -q "does not contain device code" symbols.txt '  # a C++-only extension: no kernels, listed so
            '|| echo "' + INSPECT_FAILED + '" >symbols.txt; fi')
+
+
+def inspected(library: str, nm: bool = True) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The environment INSPECT reads for `library`, and the tools' real paths (for the build's read-only list)."""
+    tools = {"KD_NM": shutil.which("nm") if nm else None, "KD_CUOBJDUMP": cuda_tool("cuobjdump")}
+    return ({"KD_LIBRARY": library, **{k: v or "" for k, v in tools.items()}},
+            tuple(os.path.realpath(t) for t in tools.values() if t))
 
 
 def _inspection(folder: Path, name: str) -> str | None:
@@ -225,7 +234,7 @@ def _inspection(folder: Path, name: str) -> str | None:
                            f"({e})") from None
 
 
-def _store_kernel_names(folder: Path, library: Path) -> None:
+def store_kernel_names(folder: Path, library: Path) -> None:
     """The __global__ functions of the library, one per line beside it (`graders.profile.native_kernel_names`
     reads them); written before the library lands, so a cached library always has them."""
     symbols = _inspection(folder, SYMBOLS)
@@ -247,11 +256,10 @@ def _run_nvcc(nvcc: str, source: str, flags: list[str], library: Path, what: str
     with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
         for name, text in inputs.items():
             (Path(tmp) / name).write_text(text)
-        tools = {"KD_NM": shutil.which("nm"), "KD_CUOBJDUMP": cuda_tool("cuobjdump")}
+        env, tools = inspected("submission.so")
         returncode, output = run_confined("/bin/sh", ["-c", INSPECT, nvcc, *flags, "submission.cu", "-o",
                                                       "submission.so"], Path(tmp), what, "nvcc",
-                                          (*extra_ro, *(os.path.realpath(t) for t in (nvcc, *tools.values()) if t)),
-                                          {k: v or "" for k, v in tools.items()})
+                                          (*extra_ro, os.path.realpath(nvcc), *tools), env)
         if returncode != 0:
             message = _clean_nvcc_output(output, Path(tmp))
             if "solution" in message:  # e.g. the submission's declaration conflicts with the task's
@@ -259,7 +267,7 @@ def _run_nvcc(nvcc: str, source: str, flags: list[str], library: Path, what: str
             raise CompileError(message)
         if (exports := _inspection(Path(tmp), EXPORTS)) is not None:
             _check_exports(exports)
-        _store_kernel_names(Path(tmp), library)
+        store_kernel_names(Path(tmp), library)
         copy_out(Path(tmp) / "submission.so", library)
 
 

@@ -27,7 +27,8 @@ from pathlib import Path
 import torch
 
 from kerneldojo.adapters import runtime
-from kerneldojo.graders.compile import cache_dir, copy_out, run_confined
+from kerneldojo.graders.compile import INSPECT, cache_dir, copy_out, inspected, run_confined, store_kernel_names
+from kerneldojo.graders.profile import KERNEL_NAMES
 from kerneldojo.sandbox.protocol import CompileError
 
 BUILD_ENTRY = Path(__file__).resolve().parent.parent / "sandbox" / "worker" / "extension_build.py"
@@ -53,7 +54,8 @@ def build_extensions(sources: list[str], arch: str | None = None, strict: bool =
             key = runtime.extension_key(call, torch.__version__, torch.version.cuda, arch)
             wanted[runtime.extension_name(call, key)] = key, call
     libraries = {name: cache_dir() / "extensions" / key / f"{name}.so" for name, (key, _) in wanted.items()}
-    missing = [name for name, library in libraries.items() if not library.exists()]
+    missing = [name for name, library in libraries.items()
+               if not (library.exists() and library.with_name(KERNEL_NAMES).exists())]
     if missing:
         cores = len(os.sched_getaffinity(0))
         jobs = max(1, cores // len(missing))  # ninja's jobs in each build: the cores shared out
@@ -105,10 +107,15 @@ def _build(name: str, arguments: dict, library: Path, arch: str, jobs: int) -> N
         call = {"arguments": {**arguments, "name": name, "build_directory": str(folder), "verbose": False},
                 "environ": _environ(arch, jobs)}
         (folder / "call.json").write_text(json.dumps(call))
-        returncode, output = run_confined(sys.executable, ["-I", str(BUILD_ENTRY), "call.json"], folder,
-                                          f"load_inline extension {name}", "the load_inline build")
+        # Its kernels are listed by cuobjdump in the same confinement (`compile.INSPECT`): the worker reads the list
+        # (it cannot run cuobjdump itself: without the list, every kernel of the extension looked foreign).
+        env, tools = inspected(f"{name}.so", nm=False)
+        returncode, output = run_confined("/bin/sh", ["-c", INSPECT, sys.executable, "-I", str(BUILD_ENTRY),
+                                                      "call.json"], folder, f"load_inline extension {name}",
+                                          "the load_inline build", tools, env)
         if returncode != 0:
             raise CompileError(clean_build_output(output, folder))
+        store_kernel_names(folder, library)
         copy_out(folder / f"{name}.so", library)
 
 
