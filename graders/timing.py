@@ -40,13 +40,16 @@ def pool_size(set_bytes: int, l2_bytes: int) -> int:
     return max(lo, min(hi, wanted, POOL_BYTES_CAP // max(set_bytes, 1)))
 
 
+WARMUP_CALLS, MAX_RUNS = 3, 500  # a call before each timed run cycles the input sets as the timed ones do
+
+
 def time_calls(
     calls: Sequence[Callable[[], object]],
     device: torch.device,
     l2_bytes: int,
-    warmup: int = 3,
+    warmup: int = WARMUP_CALLS,
     min_runs: int = 10,
-    max_runs: int = 500,
+    max_runs: int = MAX_RUNS,
     budget_s: float = 2.0,
     ci_rel: float = 0.01,
     prepare: Callable[[int], None] | None = None,

@@ -79,12 +79,14 @@ from kerneldojo.sandbox.peers import CollectiveSolution, Unavailable, rank_devic
 from kerneldojo.sandbox.process import WorkerSolution, evidence_in_worker, time_reference_in_worker
 from kerneldojo.sandbox.protocol import (
     LIMITS_S,
+    REFILLS,
     CompileError,
     SubmissionError,
     SubmissionHandle,
     SubmissionTimeout,
     TimedRuns,
     capped,
+    last_seeds,
 )  # fmt: skip
 from kerneldojo.tasks import Case, Task, get_task, task_content_hash
 from kerneldojo.version import PROTOCOL_VERSION, __version__
@@ -473,15 +475,15 @@ class Judge:
             set_bytes = sum(t.nbytes for t in (*inputs, *template))
             sets = pool_size(set_bytes, self.device.l2_bytes)
             before, started = gpu_state(self.device), time.perf_counter()
-            timed = solution.time(shape, [secrets.randbits(31) for _ in range(sets)],
-                                  [(tuple(t.shape), t.dtype) for t in template], self.device.l2_bytes,
-                                  self.timing_budget_s)
+            seeds, refills = ([secrets.randbits(31) for _ in range(count)] for count in (sets, REFILLS))
+            timed = solution.time(shape, seeds, refills, [(tuple(t.shape), t.dtype) for t in template],
+                                  self.device.l2_bytes, self.timing_budget_s)
             after, spent = gpu_state(self.device), time.perf_counter() - started
             profile_s = min(max(float(getattr(timed, "profile_s", 0.0) or 0.0), 0.0), spent)  # the worker's word
             _add(result, "timing", spent - profile_s)
             _add(result, "profile", profile_s)
             with _phase(result, "recheck"):
-                self._recheck_timed_outputs(task, case, timed)
+                self._recheck_timed_outputs(task, case, timed, last_seeds(seeds, refills, timed.stats.runs))
             flops, moved = task.reference.flops(shape), task.reference.bytes_moved(shape)
             eager, compiled = reference_times[str(case)]
             timing = CaseTiming(
@@ -498,10 +500,11 @@ class Judge:
         shares = [t.profile.own_share for t in result.timings if t.profile and t.profile.own_share is not None]
         result.kernel_coverage = min(shares) if shares else None
 
-    def _recheck_timed_outputs(self, task: Task, case: Case, timed: TimedRuns) -> None:
-        """The last output of each input set, against the reference on the content that set held last: as the
-        timed calls left it, and again after each profiled call (`protocol.TimedRuns`)."""
-        for seed, got in zip(timed.seeds, timed.outputs):
+    def _recheck_timed_outputs(self, task: Task, case: Case, timed: TimedRuns, seeds: list[int]) -> None:
+        """The last output of each input set, against the reference on the content that set held last (`seeds`,
+        the judge's own account): as the timed calls left it, and again after each profiled call
+        (`protocol.TimedRuns`)."""
+        for seed, got in zip(seeds, timed.outputs, strict=True):
             if got is None:  # this set never ran (a budget shorter than the pool); an empty output is compared
                 continue
             inputs = task.reference.make_inputs(case.shape, seed, self.device.torch_device)

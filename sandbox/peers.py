@@ -107,16 +107,17 @@ class CollectiveSolution:
                 full[r].copy_(part)
         return tuple(torch.stack([g[i].to(inputs[0].device) for g in got]) for i in range(len(got[0])))
 
-    def time(self, shape: dict, seeds: list[int], output_specs: list, l2_bytes: int, budget_s: float):
+    def time(self, shape: dict, seeds: list[int], refills: list[int], output_specs: list, l2_bytes: int,
+             budget_s: float):
         rank_specs = [(size[1:], dtype) for size, dtype in output_specs]
-        timed = self._each(lambda r: self.ranks[r].time(shape, seeds, rank_specs, l2_bytes, budget_s))
-        if any(t.seeds != timed[0].seeds for t in timed):
-            raise Flagged({"timing_channel": message("timing_channel", "the ranks reported different input sets")})
+        timed = self._each(lambda r: self.ranks[r].time(shape, seeds, refills, rank_specs, l2_bytes, budget_s))
+        if any(t.stats.runs != timed[0].stats.runs for t in timed):  # the same calls on every rank, or no recheck
+            raise Flagged({"timing_channel": message("timing_channel", "the ranks reported different call counts")})
         slowest = max(timed, key=lambda t: t.stats.median_ms)
         home = self.devices[0]
         outputs = [tuple(torch.stack([t.outputs[k][i].to(home) for t in timed]) for i in range(len(output_specs)))
                    if all(t.outputs[k] is not None for t in timed) else None for k in range(len(timed[0].outputs))]
-        return type(slowest)(slowest.stats, slowest.profile, slowest.seeds, outputs)
+        return type(slowest)(slowest.stats, slowest.profile, outputs)
 
     def close(self) -> None:
         ranks, self.ranks = self.ranks, []

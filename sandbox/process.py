@@ -116,9 +116,10 @@ class WorkerSolution:
                                 after_progress_s=self.limits["run"])
         return _owned(outputs if got is None else got, specs)
 
-    def time(self, shape: dict, seeds: list[int], output_specs: list, l2_bytes: int, budget_s: float) -> TimedRuns:
-        timed = self._worker.call("time", (shape, seeds, output_specs, l2_bytes, budget_s), self.limits["time"],
-                                  reply_cap(timed_reply_sets(len(seeds)) * _nbytes(output_specs)))  # fmt: skip
+    def time(self, shape: dict, seeds: list[int], refills: list[int], output_specs: list, l2_bytes: int,
+             budget_s: float) -> TimedRuns:
+        timed = self._worker.call("time", (shape, seeds, refills, output_specs, l2_bytes, budget_s),
+                                  self.limits["time"], reply_cap(timed_reply_sets(len(seeds)) * _nbytes(output_specs)))
         if not isinstance(timed, TimedRuns) or not isinstance(timed.outputs, list):  # something else answered
             detail = f"the timing reply was a {type(timed).__name__}"
             raise Flagged({"timing_channel": message("timing_channel", detail)})
@@ -148,10 +149,10 @@ def _implausible(timed: TimedRuns, sets: int) -> str | None:
     (the judge rechecks the outputs the reply holds, so a reply without them would skip it: each profiled set and
     at least one timed set must be there, `protocol.timed_reply_sets`), or None."""
     expected, profiled = timed_reply_sets(sets), timed.outputs[sets:]
-    if not (len(timed.seeds) == len(timed.outputs) == expected and any(o is not None for o in timed.outputs[:sets])
+    if not (len(timed.outputs) == expected and any(o is not None for o in timed.outputs[:sets])
             and all(o is not None for o in profiled)):
-        return (f"the worker reported {len(timed.seeds)} input sets and {len(timed.outputs)} outputs for the "
-                f"{sets} sets it was given (expected {expected}, the timed ones and the profiled ones, all run)")
+        return (f"the worker reported {len(timed.outputs)} outputs for the {sets} input sets it was given "
+                f"(expected {expected}, the timed ones and the profiled ones, all run)")
     for record in (timed.stats, timed.profile):
         for name, value in getattr(record, "__dict__", {}).items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and not (

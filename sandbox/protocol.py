@@ -38,6 +38,7 @@ from pydantic import BaseModel, TypeAdapter
 from kerneldojo import result as result_models
 from kerneldojo.graders.checks import Flagged, message
 from kerneldojo.graders.correctness import WrongOutput
+from kerneldojo.graders.timing import MAX_RUNS, WARMUP_CALLS
 from kerneldojo.result import ProfileStats, TimeStats, printable
 
 # -- the messages ----------------------------------------------------------------------------------
@@ -199,16 +200,34 @@ def timed_reply_sets(sets: int) -> int:
     return sets + min(PROFILED_CALLS, sets)
 
 
+# A `time` request's refills take their seeds from a list the judge drew (`REFILLS` of them, more than any request
+# uses): each time the calls come round to set k again (a warm-up or a timed call, `graders.timing.time_calls`), it
+# is filled from the next unused seed, then each profiled set from the next. The judge works out which seed each
+# set held last from the number of calls (`last_seeds`); no seed is read back from the worker (red team round 20:
+# seeds drawn in the worker could be rewritten there, so that outputs were checked against inputs of the
+# submission's choosing).
+REFILLS = WARMUP_CALLS + MAX_RUNS + PROFILED_CALLS
+
+
+def last_seeds(seeds: list[int], refills: list[int], runs: int) -> list[int]:
+    """The seed of each input set as the request's reply holds it (`TimedRuns.outputs`): each of the `seeds` sets
+    after WARMUP_CALLS + `runs` calls went round them, then each profiled set."""
+    held, used = list(seeds), max(0, WARMUP_CALLS + runs - len(seeds))
+    for j in range(used):  # call len(seeds) + j refills set j % len(seeds)
+        held[j % len(seeds)] = refills[j]
+    profiled = min(PROFILED_CALLS, len(seeds))
+    return held + refills[used:used + profiled]
+
+
 @dataclass
 class TimedRuns:
-    """The reply to `time`: the judge rechecks `outputs[k]` against the reference on `make_inputs(shape, seeds[k])`,
-    for each set as the timed calls left it, then each profiled one (`timed_reply_sets`); None: a set the timed
-    calls never reached (a budget shorter than the pool). The paid calls are rechecked, not only the profiled ones
-    (red team round 18: a kernel right only outside the timed calls)."""
+    """The reply to `time`: the judge rechecks `outputs[k]` against the reference on the content that set held
+    (`last_seeds`), for each set as the timed calls left it, then each profiled one (`timed_reply_sets`); None: a
+    set the timed calls never reached (a budget shorter than the pool). The paid calls are rechecked, not only the
+    profiled ones (red team round 18: a kernel right only outside the timed calls)."""
 
     stats: TimeStats
     profile: ProfileStats | None
-    seeds: list[int]
     outputs: list[tuple | None]
     profile_s: float = 0.0  # of the request's time, the profile's (the rest timed the calls)
 
@@ -225,7 +244,8 @@ class SubmissionHandle(Protocol):
     def run(self, inputs: tuple, shape: dict, outputs: tuple, watch: bool = True) -> tuple:
         """The submission's outputs for `inputs` (native entry points write into the judge's `outputs`)."""
 
-    def time(self, shape: dict, seeds: list[int], output_specs: list, l2_bytes: int, budget_s: float) -> TimedRuns:
+    def time(self, shape: dict, seeds: list[int], refills: list[int], output_specs: list, l2_bytes: int,
+             budget_s: float) -> TimedRuns:
         """Timed and profiled calls on input sets made from `seeds` (and fresh ones as sets come round)."""
 
     def close(self) -> None:

@@ -4,6 +4,7 @@ reader of the replay's raw output files. The real replay is in tests/test_gpu_ev
 
 import math
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +21,8 @@ from kerneldojo.graders.ncu import NcuReportAltered, ncu_command, parse_ncu_csv
 from kerneldojo.graders.profile import foreign
 from kerneldojo.sandbox.protocol import CompileError
 from kerneldojo.sandbox.worker.evidence_replay import CHUNK_BYTES, OutputFileError, read_output, read_raw
+
+EXPLOITS = Path(__file__).parent / "adversarial" / "exploits"
 
 HEADER = '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","gpu__time_duration.sum"'
 UNITS = '"","","","","","","","nsecond"'
@@ -325,23 +328,22 @@ def test_figures_a_worker_cannot_have_measured_are_refused(field, value):
     stats = TimeStats(median_ms=0.5, mean_ms=0.5, min_ms=0.4, max_ms=0.6, iqr_ms=0.01, runs=10)
     profile = ProfileStats(calls=3, kernel_ms=0.5, busy_ms=0.5, launches_per_call=1, streams=1, own_share=1.0)
     ran = [(torch.zeros(1),)] * 2  # one set as the timed calls left it, then as the profiled call did
-    assert _implausible(TimedRuns(stats, profile, [1, 2], ran), 1) is None
+    assert _implausible(TimedRuns(stats, profile, ran), 1) is None
     target = stats if field in TimeStats.model_fields else profile
     setattr(target, field, value)
-    problem = _implausible(TimedRuns(stats, profile, [1, 2], ran), 1)
+    problem = _implausible(TimedRuns(stats, profile, ran), 1)
     assert field in problem or "own share" in problem
 
 
-@pytest.mark.parametrize(("seeds", "outputs"), [([], []), ([1], [()]), ([1, 2], [(0,)]), ([1], [(0,), (0,)]),
-                                                ([1, 2], [None, (0,)]), ([1, 2], [(0,), None])])
-def test_a_timing_reply_that_skips_the_recheck_is_refused(seeds, outputs):
+@pytest.mark.parametrize("outputs", [[], [()], [(0,)], [(0,), (0,), (0,)], [None, (0,)], [(0,), None]])
+def test_a_timing_reply_that_skips_the_recheck_is_refused(outputs):
     """Red team round 13: the judge rechecks the sets a reply holds, so a reply with none (or none run) skipped it."""
     from kerneldojo.result import TimeStats
     from kerneldojo.sandbox.process import _implausible
     from kerneldojo.sandbox.protocol import TimedRuns
 
     stats = TimeStats(median_ms=0.5, mean_ms=0.5, min_ms=0.4, max_ms=0.6, iqr_ms=0.01, runs=10)
-    assert "input sets" in _implausible(TimedRuns(stats, None, seeds, outputs), 1)
+    assert "input sets" in _implausible(TimedRuns(stats, None, outputs), 1)
 
 
 def test_the_evidence_checks_the_time_the_speedup_pays(monkeypatch):
@@ -401,17 +403,15 @@ def test_a_cuda_ipc_record_names_a_ref_counter_inside_torchs_file():
         protocol.loads(frame(1 << 40), torch.device("cuda", 0))
 
 
-def test_the_outputs_of_the_paid_calls_are_rechecked(monkeypatch, tmp_path):
-    """Red team round 18: the reply held the outputs of the profiled calls only (each refilled set rerun), so a
-    kernel wrong in every timed call, and right elsewhere, passed the recheck. The harness's own `time`, with
-    stand-ins for the two GPU-only helpers that call the calls as they do."""
+def _time_with_stand_ins(monkeypatch, source: Path):
+    """The harness's own `time` on the CPU, with stand-ins for the two GPU-only helpers that call the calls as they
+    do (`builtins.kd_test_timing['on']` while the timed calls run); (task, case, timed reply, the judge's account
+    of the sets' last seeds)."""
     import builtins
 
-    from kerneldojo.graders.correctness import WrongOutput
-    from kerneldojo.graders.timing import summarize
-    from kerneldojo.judge import Judge
+    from kerneldojo.graders.timing import WARMUP_CALLS, summarize
     from kerneldojo.sandbox.device import resolve_device
-    from kerneldojo.sandbox.protocol import Build
+    from kerneldojo.sandbox.protocol import REFILLS, Build, last_seeds
     from kerneldojo.sandbox.worker import harness
     from kerneldojo.tasks import get_task
 
@@ -419,23 +419,55 @@ def test_the_outputs_of_the_paid_calls_are_rechecked(monkeypatch, tmp_path):
 
     def time_calls(calls, device, l2_bytes, prepare=None, **_):
         timing["on"] = True
-        for i in range(2 * len(calls)):
+        runs = 2 * len(calls) + 1
+        for i in range(WARMUP_CALLS + runs):
             prepare(i)
             calls[i % len(calls)]()
         timing["on"] = False
-        return summarize([1.0] * 2 * len(calls))
+        return summarize([1.0] * runs)
 
     monkeypatch.setattr(harness, "time_calls", time_calls)
     monkeypatch.setattr(harness, "profile_calls", lambda calls, *a, **k: [call() for call in calls] and [])
     monkeypatch.setattr(builtins, "kd_test_timing", timing, raising=False)
-    source = tmp_path / "submission.py"
-    source.write_text("import builtins\nimport torch\n\n\ndef solution(x, y):\n"
-                      "    return torch.zeros_like(x) if builtins.kd_test_timing['on'] else x + y\n")
     task = get_task("vector_add")
     case = task.cases("small")[0]
     solution = harness.Solution(task, Build("python", source), resolve_device("cpu"))
     specs = [(tuple(t.shape), t.dtype) for t in task.reference.make_inputs(case.shape, 0, "cpu")[:1]]
-    timed = solution.time(case.shape, [1, 2, 3], specs, 1 << 20, 0.1)
+    seeds, refills = [1, 2, 3], list(range(100, 100 + REFILLS))
+    timed = solution.time(case.shape, seeds, refills, specs, 1 << 20, 0.1)
     assert len(timed.outputs) == 6 and all(o is not None for o in timed.outputs)
+    return task, case, timed, lambda runs=timed.stats.runs: last_seeds(seeds, refills, runs)
+
+
+@pytest.mark.parametrize("right_when_timed", [False, True])
+def test_the_outputs_of_the_paid_calls_are_rechecked(monkeypatch, tmp_path, right_when_timed):
+    """Red team round 18: the reply held the outputs of the profiled calls only (each refilled set rerun), so a
+    kernel wrong in every timed call, and right elsewhere, passed the recheck. The judge's account of the
+    refills' seeds (`last_seeds`) finds an honest kernel right."""
+    from kerneldojo.graders.correctness import WrongOutput
+    from kerneldojo.judge import Judge
+
+    source = tmp_path / "submission.py"
+    when_timed = "x + y" if right_when_timed else "torch.zeros_like(x)"
+    source.write_text("import builtins\nimport torch\n\n\ndef solution(x, y):\n"
+                      f"    return {when_timed} if builtins.kd_test_timing['on'] else x + y\n")
+    task, case, timed, seeds_after = _time_with_stand_ins(monkeypatch, source)
+    recheck = Judge("cpu")._recheck_timed_outputs
+    if right_when_timed:
+        recheck(task, case, timed, seeds_after())
+        with pytest.raises(WrongOutput):  # one call more or less, and the account names other content
+            recheck(task, case, timed, seeds_after(timed.stats.runs + 1))
+    else:
+        with pytest.raises(WrongOutput):
+            recheck(task, case, timed, seeds_after())
+
+
+def test_refill_seeds_rewritten_in_the_worker_change_nothing_the_judge_checks(monkeypatch):
+    """Red team round 20: the submission rewrote the seeds the worker reported, so every set kept its first
+    content and first answer. Now the refills' seeds are the judge's and it keeps its own account of them."""
+    from kerneldojo.graders.correctness import WrongOutput
+    from kerneldojo.judge import Judge
+
+    task, case, timed, seeds_after = _time_with_stand_ins(monkeypatch, EXPLOITS / "forged_refill_seeds.py")
     with pytest.raises(WrongOutput):
-        Judge("cpu")._recheck_timed_outputs(task, case, timed)
+        Judge("cpu")._recheck_timed_outputs(task, case, timed, seeds_after())

@@ -11,6 +11,7 @@ import submissions as subs
 
 from kerneldojo.graders.compile import compile_submission
 from kerneldojo.result import Evidence
+from kerneldojo.sandbox.protocol import REFILLS
 from kerneldojo.tasks import get_task
 
 pytestmark = pytest.mark.gpu
@@ -77,7 +78,8 @@ def test_a_forged_event_timer_disagrees_with_nsight_compute(judge):
     specs = [(tuple(t.shape), t.dtype) for t in task.expected(*inputs, shape=case.shape)]
     solution = WorkerSolution(task, build, judge.device)
     try:
-        forged_ms = solution.time(case.shape, [1, 2, 3], specs, judge.device.l2_bytes, 0.5).stats.median_ms
+        refills = list(range(100, 100 + REFILLS))
+        forged_ms = solution.time(case.shape, [1, 2, 3], refills, specs, judge.device.l2_bytes, 0.5).stats.median_ms
     finally:
         solution.close()
     fired, evidence = gather(judge, "vector_add", source, "triton", forged_ms)

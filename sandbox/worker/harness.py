@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import importlib.util
 import itertools
 import json
 import os
-import secrets
 import subprocess
 import sys
 import tempfile
@@ -222,15 +220,15 @@ class Solution:
         self._peer_memory = memory  # in CPU mode its tensors are the peers' mappings: they must stay alive
         self.group, self._align = join(rank, memory, self.device.torch_device)
 
-    def time(self, shape: dict, seeds: list[int], output_specs: list[tuple], l2_bytes: int, budget_s: float,
-             ) -> TimedRuns:
-        """Time calls over a pool of input sets; a set that comes round again first gets new content
-        (new seed, same memory), so no result can be reused by pointer or by content. Then profile
-        one call on each of up to PROFILED_CALLS freshly refilled sets.
+    def time(self, shape: dict, seeds: list[int], refills: list[int], output_specs: list[tuple], l2_bytes: int,
+             budget_s: float) -> TimedRuns:
+        """Time calls over a pool of input sets, one per seed; a set that comes round again first gets new
+        content (the next of the judge's `refills` seeds, same memory), so no result can be reused by pointer or
+        by content. Then profile one call on each of up to PROFILED_CALLS freshly refilled sets. The judge knows
+        which seed each set held last (`protocol.last_seeds`): none is reported.
 
-        A distributed task's rank times its slice of each set, a fixed number of runs, and draws a
-        set's next seed from its last (`_next_seed`) rather than at random: all ranks hold the same
-        sets and make the same calls, each of which meets the other ranks'."""
+        A distributed task's rank times its slice of each set, a fixed number of runs: all ranks get the same
+        seeds and make the same calls, each of which meets the other ranks'."""
         device, make_all = self.device.torch_device, self.task.reference.make_inputs
         rank = self.rank
 
@@ -238,8 +236,8 @@ class Solution:
             inputs = make_all(shape, seed, device)
             return inputs if rank is None else tuple(t[rank].clone() for t in inputs)
 
-        seeds = list(seeds)
         sets = [make(shape, seed, device) for seed in seeds]
+        drawn = iter(refills)
         templates = tuple(torch.empty(size, dtype=dtype, device=device) for size, dtype in output_specs)
         out_sets = [poisoned_like(templates) for _ in seeds]
         last: list[tuple | None] = [None] * len(seeds)
@@ -249,9 +247,9 @@ class Solution:
 
         def refill(k: int) -> None:
             self._modes_left = self._modes_left or modes_left(self._modes)
-            seeds[k] = secrets.randbits(31) if rank is None else _next_seed(seeds[k])
+            seed = next(drawn)
             with no_submission_hooks():
-                for tensor, fresh in zip(sets[k], make(shape, seeds[k], device)):
+                for tensor, fresh in zip(sets[k], make(shape, seed, device)):
                     tensor.copy_(fresh)
                 out_sets[k] = poisoned_like(templates)
 
@@ -263,7 +261,7 @@ class Solution:
         fixed = {} if rank is None else {"min_runs": COLLECTIVE_RUNS, "max_runs": COLLECTIVE_RUNS}
         stats = time_calls(calls, device, l2_bytes, budget_s=budget_s, prepare=prepare, before_start=self._align,
                            **fixed)
-        timed_seeds, timed_last = list(seeds), list(last)  # what the paid calls left, before any refill
+        timed_last = list(last)  # what the paid calls left, before any refill
         profile_started = time.perf_counter()
         profiled = min(PROFILED_CALLS, len(sets))
         for k in range(profiled):
@@ -274,7 +272,7 @@ class Solution:
         outputs = timed_last + last[:profiled]
         self._inspect(tuple(t for out in outputs if out is not None for t in out))
         replied = [None if out is None else plain(out) for out in outputs]
-        return TimedRuns(stats, profile, timed_seeds + seeds[:profiled], replied, time.perf_counter() - profile_started)
+        return TimedRuns(stats, profile, replied, time.perf_counter() - profile_started)
 
     def _own_kernel_names(self) -> set[str]:
         names = triton_kernel_names(self.build.source_path.read_text()) if self.build.language in ("triton", "python") \
@@ -399,7 +397,3 @@ def _extensions_built_here() -> list[str]:
     files = (getattr(m, "__file__", None) or "" for m in list(sys.modules.values()))
     return sorted({f for f in files if f.endswith(".so") and not f.startswith(installed)})
 
-
-def _next_seed(seed: int) -> int:
-    """A set's next seed, derived from its last: the same on every rank, with no word between them."""
-    return int.from_bytes(hashlib.sha256(seed.to_bytes(8, "little")).digest()[:4], "little") >> 1
