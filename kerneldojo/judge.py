@@ -288,10 +288,11 @@ class Judge:
 
     def _own_kernels(self, build, source: str, language: str) -> OwnKernels:
         """The submission's own kernel names, computed here, never by the worker: Triton's from the source's
-        syntax, CUDA/CuTe's from the built library (GPU only: cuobjdump). Vendor-like names are refused."""
+        syntax, CUDA/CuTe's and load_inline extensions' from the built libraries (GPU only: the lists cuobjdump made
+        in the builds' confinement). Vendor-like names are refused."""
         own = OwnKernels(triton=triton_kernel_names(source) if language in ("triton", "python") else set())
         if self.device.mode == "gpu":
-            for library in build.libraries.values():
+            for library in (*build.libraries.values(), *build.extensions.values()):
                 own.native |= native_kernel_names(library)
         check_own_names(own.triton | own.native)
         return own

@@ -431,12 +431,12 @@ def _time_with_stand_ins(monkeypatch, source: Path):
     monkeypatch.setattr(builtins, "kd_test_timing", timing, raising=False)
     task = get_task("vector_add")
     case = task.cases("small")[0]
-    solution = harness.Solution(task, Build("python", source), resolve_device("cpu"))
     specs = [(tuple(t.shape), t.dtype) for t in task.reference.make_inputs(case.shape, 0, "cpu")[:1]]
+    solution = harness.Solution(task, Build("python", source), resolve_device("cpu"))
     seeds, refills = [1, 2, 3], list(range(100, 100 + REFILLS))
     timed = solution.time(case.shape, seeds, refills, specs, 1 << 20, 0.1)
     assert len(timed.outputs) == 6 and all(o is not None for o in timed.outputs)
-    return task, case, timed, lambda runs=timed.stats.runs: last_seeds(seeds, refills, runs)
+    return task, case, timed, lambda runs=timed.stats.runs: last_seeds(seeds, refills, runs), solution
 
 
 @pytest.mark.parametrize("right_when_timed", [False, True])
@@ -451,7 +451,7 @@ def test_the_outputs_of_the_paid_calls_are_rechecked(monkeypatch, tmp_path, righ
     when_timed = "x + y" if right_when_timed else "torch.zeros_like(x)"
     source.write_text("import builtins\nimport torch\n\n\ndef solution(x, y):\n"
                       f"    return {when_timed} if builtins.kd_test_timing['on'] else x + y\n")
-    task, case, timed, seeds_after = _time_with_stand_ins(monkeypatch, source)
+    task, case, timed, seeds_after, _ = _time_with_stand_ins(monkeypatch, source)
     recheck = Judge("cpu")._recheck_timed_outputs
     if right_when_timed:
         recheck(task, case, timed, seeds_after())
@@ -468,6 +468,41 @@ def test_refill_seeds_rewritten_in_the_worker_change_nothing_the_judge_checks(mo
     from kerneldojo.graders.correctness import WrongOutput
     from kerneldojo.judge import Judge
 
-    task, case, timed, seeds_after = _time_with_stand_ins(monkeypatch, EXPLOITS / "forged_refill_seeds.py")
+    task, case, timed, seeds_after, _ = _time_with_stand_ins(monkeypatch, EXPLOITS / "forged_refill_seeds.py")
     with pytest.raises(WrongOutput):
         Judge("cpu")._recheck_timed_outputs(task, case, timed, seeds_after())
+
+
+
+def test_a_replaced_make_inputs_computes_nothing_at_the_refills_and_is_tampering(monkeypatch):
+    """Red team round 21: a `make_inputs` replaced in the reference module did every timed call's work at the
+    harness's refills, off the clock. The harness refills from the function it took before the submission loaded."""
+    import sys
+
+    from kerneldojo.tasks import get_task
+
+    module = get_task("vector_add").reference  # the exploit replaces it in this process: put back after the test
+    monkeypatch.setattr(module, "make_inputs", module.make_inputs)
+    *_, solution = _time_with_stand_ins(monkeypatch, EXPLOITS / "precompute_in_refill.py")
+    exploit = next(m for name, m in sys.modules.items() if name.startswith("kerneldojo_submission_")
+                   and hasattr(m, "_queue"))
+    assert exploit.STATS["precomputed"] == 0 and exploit.STATS["token"] == 0, exploit.STATS
+    assert "tampering" in solution.flags and "make_inputs" in solution.flags["tampering"]
+
+
+def test_no_code_of_the_submissions_runs_where_the_harness_lists_modules(monkeypatch):
+    """Red team round 21: a module whose `__file__` was a property ran in `time`'s frame after the profile (the
+    harness listed modules to find load_inline extensions) and wrote the rechecked outputs and the figures."""
+    import sys
+
+    from kerneldojo.graders.correctness import WrongOutput
+    from kerneldojo.judge import Judge
+
+    monkeypatch.setitem(sys.modules, "kd_placeholder", None)  # sys.modules put back as it was after the test
+    task, case, timed, seeds_after, _ = _time_with_stand_ins(monkeypatch, EXPLOITS / "post_profile_module_hook.py")
+    exploit = next(m for name, m in sys.modules.items() if name.startswith("kerneldojo_submission_")
+                   and hasattr(m, "_after_profile"))
+    assert exploit.STATS["hook"] == 0 and exploit.STATS["idle"] > 0, exploit.STATS
+    with pytest.raises(WrongOutput):
+        Judge("cpu")._recheck_timed_outputs(task, case, timed, seeds_after())
+    sys.modules.pop("kd_not_an_extension", None)

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 import traceback
+import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -109,7 +110,10 @@ class Solution:
         self._module_name: str | None = None
         # Taken before any submission code runs: what is alive and which functions are the real ones.
         self._forbidden = ForbiddenOps(task.allowed_ops)
-        self._tampering = Tampering(guarded_here())
+        # The refills' inputs come from this function as it is now (red team round 21: a `make_inputs` replaced in
+        # the reference module computed each set's answer at its refill, off the clock); replacing it is tampering.
+        self._make_inputs = task.reference.make_inputs
+        self._tampering = Tampering({**guarded_here(), "the task's make_inputs": (task.reference, ["make_inputs"])})
         self._threads, self._children = live_threads(), set(child_processes())
         self._modes = mode_depths()
         self._modes_left = False  # a mode found active between timed calls (`time`)
@@ -229,7 +233,7 @@ class Solution:
 
         A distributed task's rank times its slice of each set, a fixed number of runs: all ranks get the same
         seeds and make the same calls, each of which meets the other ranks'."""
-        device, make_all = self.device.torch_device, self.task.reference.make_inputs
+        device, make_all = self.device.torch_device, self._make_inputs
         rank = self.rank
 
         def make(shape: dict, seed: int, device) -> tuple:
@@ -392,8 +396,12 @@ class Solution:
 
 def _extensions_built_here() -> list[str]:
     """The compiled extension modules loaded from outside the Python installation: those the submission built
-    (torch's load_inline builds in this worker's scratch folder); their kernels are its own."""
+    (torch's load_inline builds in this worker's scratch folder); their kernels are its own. Read as plain data,
+    running no code of the submission's: modules of exactly the module type, `__file__` an exact str from the
+    module's dict (red team round 21: a module whose `__file__` was a property ran after the profile and rewrote
+    the figures in `time`'s frame); a `sys.modules` replaced by another type lists none."""
     installed = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix, *(p for p in sys.path if "-packages" in p)})
-    files = (getattr(m, "__file__", None) or "" for m in list(sys.modules.values()))
-    return sorted({f for f in files if f.endswith(".so") and not f.startswith(installed)})
+    modules = list(dict.values(sys.modules)) if type(sys.modules) is dict else []
+    files = (dict.get(m.__dict__, "__file__") for m in modules if type(m) is types.ModuleType)
+    return sorted({f for f in files if type(f) is str and f.endswith(".so") and not f.startswith(installed)})
 
