@@ -75,7 +75,7 @@ def build_extensions(sources: list[str], arch: str | None = None, strict: bool =
 # digits and `_=.,+:-` (no shell syntax, no space, no path), and none of its comma- or equals-separated parts
 # names a program to run. An include path is a relative one inside the build folder.
 FLAG = re.compile(r"--?[A-Za-z][\w=.,+:-]*")
-RUNS_A_PROGRAM = re.compile(r"-(wrapper|f?plugin|-?specs|B|ccbin|-compiler-bindir|-linker-options|fuse-ld)", re.I)
+RUNS_A_PROGRAM = re.compile(r"--?(wrapper|f?plugin|-?specs|B|ccbin|-compiler-bindir|-linker-options|fuse-ld)", re.I)
 INCLUDE_PATH = re.compile(r"(?!/)(?!.*(^|/)\.\.(/|$))[\w.+-]+(/[\w.+-]+)*")
 FLAG_ARGUMENTS = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags")
 

@@ -509,6 +509,9 @@ class Judge:
         the judge's own account): as the timed calls left it, and again after each profiled call
         (`protocol.TimedRuns`)."""
         for seed, got in zip(seeds, timed.outputs, strict=True):
+            if (got is None) != (seed is None):  # the judge's account says whether a set ran, not the reply
+                detail = f"{case}: the reply's outputs do not match the {timed.stats.runs} calls it reports"
+                raise Flagged({"timing_channel": message("timing_channel", detail)})
             if got is None:  # this set never ran (a budget shorter than the pool); an empty output is compared
                 continue
             inputs = task.reference.make_inputs(case.shape, seed, self.device.torch_device)

@@ -209,10 +209,12 @@ def timed_reply_sets(sets: int) -> int:
 REFILLS = WARMUP_CALLS + MAX_RUNS + PROFILED_CALLS
 
 
-def last_seeds(seeds: list[int], refills: list[int], runs: int) -> list[int]:
+def last_seeds(seeds: list[int], refills: list[int], runs: int) -> list[int | None]:
     """The seed of each input set as the request's reply holds it (`TimedRuns.outputs`): each of the `seeds` sets
-    after WARMUP_CALLS + `runs` calls went round them, then each profiled set."""
-    held, used = list(seeds), max(0, WARMUP_CALLS + runs - len(seeds))
+    after WARMUP_CALLS + `runs` calls went round them (None: a set no call reached), then each profiled set."""
+    calls = WARMUP_CALLS + runs
+    held: list[int | None] = [seed if k < calls else None for k, seed in enumerate(seeds)]
+    used = max(0, calls - len(seeds))
     for j in range(used):  # call len(seeds) + j refills set j % len(seeds)
         held[j % len(seeds)] = refills[j]
     profiled = min(PROFILED_CALLS, len(seeds))

@@ -506,3 +506,19 @@ def test_no_code_of_the_submissions_runs_where_the_harness_lists_modules(monkeyp
     with pytest.raises(WrongOutput):
         Judge("cpu")._recheck_timed_outputs(task, case, timed, seeds_after())
     sys.modules.pop("kd_not_an_extension", None)
+
+
+def test_a_set_the_judge_knows_ran_cannot_come_back_empty(monkeypatch, tmp_path):
+    """Red team round 22 (a hardening): a None output skipped that set's recheck; now only a set the judge's own
+    account says no call reached may be None."""
+    from kerneldojo.graders.checks import Flagged
+    from kerneldojo.judge import Judge
+
+    source = tmp_path / "submission.py"
+    source.write_text("def solution(x, y):\n    return x + y\n")
+    task, case, timed, seeds_after, _ = _time_with_stand_ins(monkeypatch, source)
+    recheck = Judge("cpu")._recheck_timed_outputs
+    recheck(task, case, timed, seeds_after())
+    timed.outputs[0] = None
+    with pytest.raises(Flagged):
+        recheck(task, case, timed, seeds_after())

@@ -137,7 +137,8 @@ INJECTED = "-O2; env | sed 's/^/LEAK /' >&2; exit 1; #"
 
 def test_a_flag_a_shell_would_run_is_refused_naming_it(problem):
     for flags in (f"extra_cflags=[{INJECTED!r}]", "extra_ldflags=['-Wl,-O1', '-Xcompiler=-wrapper,sh,-c,id']",
-                  "extra_include_paths=['/etc']"):
+                  "extra_include_paths=['/etc']", "extra_ldflags=['-Wl,--plugin,evil.so']",  # round 22: ld loads it
+                  "extra_ldflags=['-Xlinker=--plugin']"):
         source = problem.wrap(SOLUTION.read_text().replace("verbose=False", f"verbose=False, {flags}"))
         with pytest.raises(CompileError) as refused:
             build_extensions([source])

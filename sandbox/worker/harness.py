@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib.util
+import inspect
 import itertools
 import json
 import os
@@ -83,6 +84,23 @@ def guarded_here() -> dict[str, tuple[object, list[str]]]:
     return guard
 
 
+def _reference_dependencies(module) -> dict[str, tuple[object, list[str]]]:
+    """What the refills run: the task's `make_inputs` and the torch functions and tensor methods its module's code
+    names (a task's own, or an adapted problem's `get_inputs`). The harness refills timed input sets outside the
+    window, with no other watch on: a replaced `make_inputs` (red team round 21), or a torch function it calls, would
+    run the submission's code there, off the clock."""
+    names, codes = set(), [f.__code__ for f in vars(module).values() if inspect.isfunction(f)]
+    while codes:
+        code = codes.pop()
+        names |= set(code.co_names)
+        codes += [c for c in code.co_consts if inspect.iscode(c)]
+    guard = {"the task's make_inputs": (module, ["make_inputs"])}
+    for label, owner in (("torch", torch), ("torch.Tensor", torch.Tensor), ("torch.Generator", torch.Generator)):
+        attrs = sorted(n for n in names if callable(getattr(owner, n, None)))
+        guard[f"{label}, as the task's make_inputs uses it"] = (owner, attrs)
+    return guard
+
+
 class Solution:
     """A loaded submission, in this process (a `protocol.SubmissionHandle`): `run(inputs, shape, outputs)`
     returns its output tensors as a tuple.
@@ -113,7 +131,7 @@ class Solution:
         # The refills' inputs come from this function as it is now (red team round 21: a `make_inputs` replaced in
         # the reference module computed each set's answer at its refill, off the clock); replacing it is tampering.
         self._make_inputs = task.reference.make_inputs
-        self._tampering = Tampering({**guarded_here(), "the task's make_inputs": (task.reference, ["make_inputs"])})
+        self._tampering = Tampering({**guarded_here(), **_reference_dependencies(task.reference)})
         self._threads, self._children = live_threads(), set(child_processes())
         self._modes = mode_depths()
         self._modes_left = False  # a mode found active between timed calls (`time`)
