@@ -36,7 +36,11 @@ def lock_folder() -> Path:
 
 @contextlib.contextmanager
 def _flocked(path: Path, how: int) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:  # read-only is enough for flock: another user's file of mode 0644 still works
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except OSError as e:
+        raise RuntimeError(f"judge: cannot open the GPU lock file {path} ({e.strerror}); every judge sharing this GPU "
+                           "needs it: set KERNELDOJO_GPU_LOCKS to a folder they can all read") from None
     try:
         fcntl.flock(fd, how)
         yield

@@ -1,6 +1,7 @@
 """Issue 14: the phase breakdown, the result cache, limits that fit the work, the timing's stopping rule.
 No timing thresholds: these check what is recorded and decided, not how fast."""
 
+import pytest
 import submissions as subs
 
 from env.feedback import render_feedback
@@ -223,3 +224,12 @@ def test_progress_frames_only_shorten_a_run_and_extra_or_forged_ones_are_flagged
         with pytest.raises(Flagged) as caught:
             _scripted_worker(frames).call("run", (), 30, **kwargs)
         assert "timing_channel" in caught.value.checks, case
+
+
+def test_a_gpu_lock_file_that_cannot_be_opened_is_named(tmp_path, monkeypatch):
+    from kerneldojo.sandbox.gpu_lock import GPULock
+
+    monkeypatch.setenv("KERNELDOJO_GPU_LOCKS", str(tmp_path))
+    (tmp_path / "gpu-test.turnstile").mkdir()  # what another user's or a broken set-up could leave there
+    with pytest.raises(RuntimeError, match="GPU lock file .*KERNELDOJO_GPU_LOCKS"), GPULock("gpu-test").shared():
+        pass
