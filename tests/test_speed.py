@@ -231,5 +231,5 @@ def test_a_gpu_lock_file_that_cannot_be_opened_is_named(tmp_path, monkeypatch):
 
     monkeypatch.setenv("KERNELDOJO_GPU_LOCKS", str(tmp_path))
     (tmp_path / "gpu-test.turnstile").mkdir()  # what another user's or a broken set-up could leave there
-    with pytest.raises(RuntimeError, match="GPU lock file .*KERNELDOJO_GPU_LOCKS"), GPULock("gpu-test").shared():
+    with pytest.raises(RuntimeError, match=r"GPU lock file .*KERNELDOJO_GPU_LOCKS"), GPULock("gpu-test").shared():
         pass
