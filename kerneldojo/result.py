@@ -22,7 +22,10 @@ STATUS_MEANING: dict[str, str] = {
 }
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0 and C1 controls (not newline, tab), lone surrogates, and the format and separator characters a terminal or a
+# browser lays text out by: bidirectional overrides and isolates (U+202A-202E, U+2066-2069, marks U+200E-200F),
+# zero-width characters, U+2028-2029 (red team round 23: a right-to-left override reversed a leaderboard row).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 
 
 def printable(text: str) -> str:

@@ -376,3 +376,29 @@ def test_what_quotes_a_private_source_is_private_too():
     job = {"owner": "alice", "public": False, "job": "j1", "result": {"status": "ok", "messages": ["s3cret"]}}
     assert for_viewer(job, "alice")["result"]["messages"] == ["s3cret"]
     assert "s3cret" not in repr(for_viewer(job, "bob"))
+
+
+def test_a_result_the_store_refuses_fails_its_job_and_the_queue_goes_on(tmp_path, monkeypatch):
+    """Red team round 23: a write the store refused raised in the job's done callback, where it was lost: the job and
+    every later one stayed `running`. Now that job fails, saying why, and the next is stored."""
+    from kerneldojo.batch import submission
+    from kerneldojo.service.jobs import JobQueue
+
+    store = ResultStore(tmp_path / "results.jsonl")
+    queue = JobQueue(tmp_path / "state", store, InstantExecutor("ok"), in_flight=1)
+    real, refusals = queue._append_result, [RuntimeError("the database refused it")]
+
+    def append_once_refused(record):
+        if refusals:
+            raise refusals.pop()
+        real(record)
+
+    monkeypatch.setattr(queue, "_append_result", append_once_refused)
+    try:
+        first = queue.submit(submission("vector_add", subs.VECTOR_ADD_TRITON, None, "first"), "mallory")
+        assert queue.wait(first, 30) and first.state == "failed" and "could not be stored" in first.error
+        second = queue.submit(submission("vector_add", subs.VECTOR_ADD_TRITON + "\n# 2\n", None, "second"), "alice")
+        assert queue.wait(second, 30) and second.state == "done"
+    finally:
+        queue.close()
+    assert [r["label"] for r in store.records()] == ["second"]

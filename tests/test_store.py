@@ -122,6 +122,25 @@ def test_append_read_resume(target):
     store.close()
 
 
+def test_a_record_the_database_refuses_costs_that_record_only(target):
+    """Red team round 23: a NUL byte in a stored source (PostgreSQL) or a lone surrogate in a label (SQLite) failed
+    a commit, and the writer's session then refused every later record of the service. A submission can no longer
+    carry either (`batch.submission`); a store that refuses one record still takes the next."""
+    if target.endswith(".jsonl"):
+        pytest.skip("a JSONL store writes escaped JSON: nothing to refuse")
+    store = ResultStore(target)
+    refused = record(label="mallory\ud800", source="x\0y") if "postgresql" in target else record(label="mallory\ud800")
+    with store.writer() as append:
+        with pytest.raises(Exception):  # noqa: B017  the driver's own error (psycopg's, sqlite3's encoding error)
+            append(refused)
+        append(record(label="alice"))
+    assert [r["label"] for r in ResultStore(target).records()] == ["alice"]
+    store.close()
+    for source, label in (("def solution(x, y):\n    return x + y\0", "l"), ("def solution(x, y): ...", "a\u202eb")):
+        with pytest.raises(ValueError, match=r"NUL byte|printable"):
+            submission("vector_add", source, "triton", label)
+
+
 def test_batch_resumes_into_the_store(target):
     """run_batch on any kind of store evaluates only what it lacks, and records the source and submitter."""
     from test_pool import Recorder, fake_pool, triton_source

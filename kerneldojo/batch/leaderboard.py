@@ -179,8 +179,11 @@ def fmt(x, spec: str) -> str:
 
 
 def who(record: dict) -> str:
+    """The label, and who sent it (a batch's submitter, a service token's name): a label is free text, so a row
+    labelled `alice/softmax` by another token says whose it is (red team round 23)."""
     label = record.get("label") or "-"
-    return f"{label} ({record['submitter']})" if record.get("submitter") else label
+    sender = record.get("submitter") or record.get("owner")
+    return f"{label} ({sender})" if sender else label
 
 
 def shown_ms(record: dict) -> str:

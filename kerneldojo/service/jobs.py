@@ -269,8 +269,12 @@ class JobQueue:
             waiting = self._running.pop(self._key(job), [job])
             if result is not None:
                 record = self._record(job, result, slot, rejudged)
-                self._append_result(record)  # before the job's end is logged: see the module's docstring
-                self._remember(record)
+                try:
+                    self._append_result(record)  # before the job's end is logged: see the module's docstring
+                except Exception as e:  # the store refused it: this job fails, saying why, and the queue goes on
+                    result, error = None, RuntimeError(f"the result could not be stored: {type(e).__name__}: {e}")
+                else:
+                    self._remember(record)
             for i, waiter in enumerate(waiting):
                 if result is not None:
                     self._end(waiter, record, reused=i > 0, result=result)
