@@ -217,3 +217,21 @@ def test_gpu_suite_metrics_and_a_gpumode_submission(gpu_judge, tmp_path):
         result = gpumode.load(folder).evaluate(file.read_text(), gpu_judge)
         print(folder.name, result.status, result.speedup, result.kernel_coverage)
         assert result.status == "ok" and result.timed
+
+
+def test_a_solution_that_asks_to_be_skipped_gets_a_failures_reward_and_an_unreadable_call_crashes_nothing():
+    """Red team round 24: a comment naming `cuda_sources` made a wrong CPU-mode solution `skipped`, with a reward of
+    0.0 (a preset's failure is lower: -0.25 under kernrl); `load_inline(name={[]: 1})` raised TypeError out of the
+    env's step."""
+    from kerneldojo.adapters import runtime
+    from kerneldojo.graders.reward import RewardConfig
+
+    judge = Judge("cpu", result_cache=None, reward=RewardConfig.preset("kernrl"))
+    problem = kernelbench.load(KB_LEVEL / "1_scaled_tanh.py")
+    wrong = ("# load_inline cuda_sources\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+             "    def forward(self, x, *rest):\n        return torch.zeros_like(x)\n")
+    skipped = problem.evaluate(wrong, judge)
+    assert skipped.status == "skipped" and skipped.reward == judge.reward.failure == -0.25
+    unreadable = "from torch.utils.cpp_extension import load_inline\nif False:\n    load_inline(name={[]: 1})\n"
+    assert runtime.load_inline_calls(unreadable) == []
+    assert problem.evaluate(unreadable + wrong.split("\n", 1)[1], judge).status != "skipped"

@@ -38,9 +38,11 @@ class Problem:
         if self.task is None or (why := self.skip(source, judge.device.mode)):
             from kerneldojo.judge import versions
 
+            # Scored as the judge scores a skip (a failure's reward): a wrong solution that asked to be skipped
+            # got 0.0, above a preset's failure (red team round 24: -0.25 under `kernrl`).
             return EvalResult(task=self.task.id if self.task else self.name, language="python", status="skipped",
                               device=judge.device.name, mode=judge.device.mode, versions=versions(),
-                              messages=[self.reason or why])
+                              messages=[self.reason or why], reward=judge.reward("skipped", None))
         result = judge.evaluate(self.task, self.wrap(source), "python")
         result.messages += [n for n in self.notes if judge.device.mode == "cpu" or "CPU mode" not in n]
         result.messages += [f"degenerate problem: {d}" for d in self.degenerate]

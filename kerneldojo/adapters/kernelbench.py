@@ -129,7 +129,7 @@ def _uses_cuda(source: str) -> bool:
         return True
     try:
         return any(c.get("cuda_sources") or c.get("with_cuda") for c in runtime.load_inline_calls(source))
-    except SyntaxError:
+    except Exception:  # a source that cannot be read so: the judge's own compile says why (red team round 24)
         return False
 
 

@@ -234,7 +234,7 @@ def load_inline_calls(source: str) -> list[dict]:
         try:
             arguments = dict(zip(params, (_literal(a, names) for a in node.args)))
             arguments |= {k.arg: _literal(k.value, names) for k in node.keywords}
-        except ValueError:
+        except Exception:  # not literal data (`{[]: 1}` raises TypeError, deep nesting RecursionError): left out
             continue
         calls.append(arguments)
     return calls
