@@ -57,7 +57,8 @@ class GPULock:
         self._readers = 0
         self._writer = False
         self._waiting_writers = 0
-        self._files = None if key is None else (lock_folder() / f"{key}.turnstile", lock_folder() / f"{key}.lock")
+        self._files = None if key is None else {kind: lock_folder() / f"{key}.{kind}"
+                                                 for kind in ("turnstile", "lock", "profiler")}
         self._profiler = threading.Lock()
 
     @contextlib.contextmanager
@@ -91,23 +92,19 @@ class GPULock:
     @contextlib.contextmanager
     def profiler(self):
         """One Nsight Compute replay at a time on this GPU, among this host's judges."""
-        with self._profiler:
-            if self._files is None:
-                yield
-                return
-            with _flocked(self._files[1].with_suffix(".profiler"), fcntl.LOCK_EX):
-                yield
+        with self._profiler, self._file("profiler", fcntl.LOCK_EX):
+            yield
 
     @contextlib.contextmanager
     def _across_processes(self, how: int) -> Iterator[None]:
-        if self._files is None:
-            yield
-            return
-        turnstile, lock = self._files
         with contextlib.ExitStack() as held:
-            with _flocked(turnstile, fcntl.LOCK_EX):  # held while waiting: later takers queue behind this one
-                held.enter_context(_flocked(lock, how))
+            with self._file("turnstile", fcntl.LOCK_EX):  # held while waiting: later takers queue behind this one
+                held.enter_context(self._file("lock", how))
             yield
+
+    def _file(self, kind: str, how: int) -> contextlib.AbstractContextManager:
+        """The lock file of that kind, taken `how`; nothing for a lock of this process only."""
+        return contextlib.nullcontext() if self._files is None else _flocked(self._files[kind], how)
 
 
 _locks: dict[str, GPULock] = {}

@@ -248,7 +248,7 @@ class SubmissionHandle(Protocol):
 
     def time(self, shape: dict, seeds: list[int], refills: list[int], output_specs: list, l2_bytes: int,
              budget_s: float) -> TimedRuns:
-        """Timed and profiled calls on input sets made from `seeds` (and fresh ones as sets come round)."""
+        """Timed and profiled calls on input sets made from `seeds`, refilled from `refills` as sets come round."""
 
     def close(self) -> None:
         """Release the submission (end its worker); the handle is not used again."""

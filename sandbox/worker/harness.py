@@ -89,7 +89,7 @@ def _reference_dependencies(module) -> dict[str, tuple[object, list[str]]]:
     names (a task's own, or an adapted problem's `get_inputs`). The harness refills timed input sets outside the
     window, with no other watch on: a replaced `make_inputs` (red team round 21), or a torch function it calls, would
     run the submission's code there, off the clock."""
-    names, codes = set(), [f.__code__ for f in vars(module).values() if inspect.isfunction(f)]
+    names, codes = set(), [getattr(module, name).__code__ for name in module_functions(module)]
     while codes:
         code = codes.pop()
         names |= set(code.co_names)
