@@ -197,7 +197,7 @@ def test_gpu_kernelbench_load_inline_modelnew_builds_and_its_kernel_counts_as_it
     problem = kernelbench.load(KB_GPU / "1_relu.py")
     source = (KB_GPU_SOLUTIONS / "1_relu_inline.py").read_text()
     first = problem.evaluate(source, gpu_judge)
-    print("cold", first.status, first.phases, first.kernel_coverage, first.messages)
+    print("cold", first.status, first.phases, first.kernel_coverage, first.messages, first.evidence)
     assert first.status == "ok" and first.kernel_coverage > 0.5, first.messages
     second = problem.evaluate(source.replace('name="relu"', 'name="relu_again"'), gpu_judge)
     print("again", second.status, second.phases, second.kernel_coverage)
