@@ -76,7 +76,12 @@ from kerneldojo.sandbox.device import Device, resolve_device, synchronize
 from kerneldojo.sandbox.docker import DockerConfig
 from kerneldojo.sandbox.gpu_lock import GPULock, gpu_lock
 from kerneldojo.sandbox.peers import CollectiveSolution, Unavailable, rank_devices, time_nccl_all_reduce
-from kerneldojo.sandbox.process import WorkerSolution, evidence_in_worker, time_reference_in_worker
+from kerneldojo.sandbox.process import (
+    WorkerSolution,
+    arm_evidence_replays,
+    evidence_in_worker,
+    time_reference_in_worker,
+)
 from kerneldojo.sandbox.protocol import (
     LIMITS_S,
     REFILLS,
@@ -231,6 +236,9 @@ class Judge:
     def _grade(self, task: Task, source: str, language: str, result: EvalResult) -> None:
         if self.profile and self.device.mode == "cpu":
             result.ncu = NcuProfile(note=NO_GPU_PROFILE)
+        drawn = self.evidence == "always" or (self.evidence == "sampled" and secrets.randbelow(EVIDENCE_ONE_IN) == 0)
+        if self.timed and drawn and self.isolation == "process":  # its replay readies while this step runs
+            arm_evidence_replays(self.device, self.limits)
         with _phase(result, "compile"):
             build = compile_submission(task, source, language, self.device.arch)
             if isinstance(source, BuildsAhead):  # an adapter's wrapped solution: its load_inline calls, built ahead
@@ -280,7 +288,6 @@ class Judge:
                 self._ncu(task, solution, result)
         finally:
             solution.close()
-        drawn = self.evidence == "always" or (self.evidence == "sampled" and secrets.randbelow(EVIDENCE_ONE_IN) == 0)
         if self.timed and drawn:  # the worker is gone: nothing of it runs beside the replay
             self._evidence(task, build, own, result)
         if self.device.mode == "cpu":
@@ -530,8 +537,7 @@ class Judge:
         key = _reference_key(task, case, kind, self.device.name)
         if key not in self._reference_times:
             try:
-                with self._gpu.exclusive():
-                    self._reference_times[key] = self._measure_reference(task, case, kind).model_dump()
+                self._reference_times[key] = self._measure_reference(task, case, kind).model_dump()
             except Exception as e:  # torch.compile can fail on a platform; the eager figure still stands
                 warnings.warn(f"{task.id} {case}: timing the {kind} reference failed, so the case has no {kind} "
                               f"figure (kept in the cache until refresh_reference_times()): {type(e).__name__}: {e}",
@@ -542,17 +548,21 @@ class Judge:
         return TimeStats(**stored) if stored else None
 
     def _measure_reference(self, task: Task, case: Case, kind: str) -> TimeStats:
-        if kind == "nccl":  # in clean rank processes of its own
-            devices = rank_devices(self.device.torch_device, case.shape["ranks"])
-            return time_nccl_all_reduce(task, case, devices, self.device.l2_bytes)
-        if self.isolation != "none" and self.device.mode == "gpu":
+        """Holding the GPU alone while the reference is timed, and only then: a worker compiles it first under
+        the shared hold (torch.compile took 75-115 s per task on a fresh H100 machine, 2026-11-25, and held every
+        other judge of the GPU off while the exclusive hold spanned it)."""
+        if self.isolation != "none" and self.device.mode == "gpu" and kind != "nccl":
             # In a fresh worker that never loads a submission, by the harness's `time_calls`: the
             # reference runs in the same kind of clean process as the submission it is compared
             # with, with none of this judge's state (other tasks' compiled graphs).
             return time_reference_in_worker(self.device, task, case.shape, kind, POOL_SETS[0], self.device.l2_bytes,
-                                            self.timing_budget_s, self.limits)
-        fn = _compiled_reference(task.id) if kind == "compiled" else None
-        return self._time_calls(task.reference_calls(case.shape, self.device.torch_device, POOL_SETS[0], fn))
+                                            self.timing_budget_s, self.limits, self._gpu)
+        with self._gpu.exclusive():
+            if kind == "nccl":  # in clean rank processes of its own
+                devices = rank_devices(self.device.torch_device, case.shape["ranks"])
+                return time_nccl_all_reduce(task, case, devices, self.device.l2_bytes)
+            fn = _compiled_reference(task.id) if kind == "compiled" else None
+            return self._time_calls(task.reference_calls(case.shape, self.device.torch_device, POOL_SETS[0], fn))
 
     def refresh_reference_times(self) -> None:
         self._reference_times = {}

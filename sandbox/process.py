@@ -49,6 +49,7 @@ from kerneldojo.tasks import Task, task_ref
 from . import isolation
 from .channel import Channel
 from .device import Device
+from .gpu_lock import GPULock
 from .protocol import (
     LIMITS_S,
     MEMORY_CAP_BYTES,
@@ -178,24 +179,31 @@ def _owned(got, specs: list) -> tuple:
 
 
 def time_reference_in_worker(device: Device, task: Task | str, shape: dict, kind: str, sets: int, l2_bytes: int,
-                             budget_s: float, limits: dict[str, float] | None = None) -> TimeStats:
+                             budget_s: float, limits: dict[str, float] | None = None, gpu: GPULock | None = None
+                             ) -> TimeStats:  # fmt: skip
     """Time the task's reference (`kind` "eager", or "compiled": `torch.compile` of it) at `shape`, in a
     fresh worker that has loaded no submission and never will.
 
-    The worker makes `sets` input sets from seeds of its own and times them with `graders.timing.time_calls`,
-    the code that times submissions; this one request is its only one, and it is stopped afterwards.
-    Raises `SubmissionError` (`SubmissionTimeout` past `limits["time_reference"]`) when that fails.
+    The worker makes `sets` input sets from seeds of its own, calls each once (torch.compile's compile: a minute
+    on a cold cache) while `gpu` is held shared, then times them with `graders.timing.time_calls`, the code that
+    times submissions, while it is held alone; these are its only requests, and it is stopped afterwards.
+    Raises `SubmissionError` (`SubmissionTimeout` past `limits["time_reference"]`, both requests together) when
+    that fails.
     """
     if kind not in REFERENCE_KINDS:
         raise ValueError(f"kind must be one of {', '.join(REFERENCE_KINDS)}, not {kind!r}")
     limits = {**LIMITS_S, **(limits or {})}
+    gpu = gpu or GPULock()
+    deadline = time.monotonic() + limits["time_reference"]
     # No spare is started while the reference is timed: its start-up (a CUDA context, a Triton
     # kernel) would share the GPU with the timed calls. One is started once this worker is done.
     worker = _take_worker(device, limits, replace=False)
     try:
         task_id = task if isinstance(task, str) else task_ref(task)
-        stats = worker.call("time_reference", (task_id, dict(shape), kind, sets, l2_bytes, budget_s),
-                            limits["time_reference"])
+        with gpu.shared():
+            worker.call("prepare_reference", (task_id, dict(shape), kind, sets), max(deadline - time.monotonic(), 1.0))
+        with gpu.exclusive():
+            stats = worker.call("time_reference", (l2_bytes, budget_s), max(deadline - time.monotonic(), 1.0))
     finally:
         worker.stop()
         with contextlib.suppress(Exception):  # a worker that cannot start fails again, and says why, when taken
@@ -213,7 +221,7 @@ def evidence_in_worker(device: Device, task: Task, build: Build, shape: dict, se
     stopped. With `sample` (count, seed), each output comes back as `count` of its elements
     (`protocol.sample_positions`). `graders.evidence` reads it; nothing here trusts it."""
     limits = {**LIMITS_S, **(limits or {})}
-    worker = _take_worker(device, limits)
+    worker = _take_armed_worker(device, limits)
     try:
         sent = output_specs if sample is None else [((min(math.prod(size), sample[0]),), dtype)
                                                      for size, dtype in output_specs]
@@ -422,6 +430,59 @@ def _top_up(queue_: list[_Worker], device: Device, limits: dict) -> None:
         queue_.append(_Worker(device, limits))
 
 
+# Workers whose evidence replay is already started under ncu and waiting for its spec (`evidence_replay.arm`):
+# that start (a fresh Python, torch, the task library, a CUDA context, under ncu) was 10-17 s of a 17.5 s evidence
+# pass on an H100 machine (2026-11-25, `bench_evidence_cost.py`). Armed in the background, ARMED_REPLAYS per
+# device at most (KERNELDOJO_ARMED_REPLAYS; each holds two CUDA contexts while it waits); used for nothing else.
+ARMED_REPLAYS = max(0, int(os.environ.get("KERNELDOJO_ARMED_REPLAYS", 2)))
+_armed: dict[tuple, list[_Worker]] = {}
+_arming: dict[tuple, int] = {}  # per key, armings under way
+_armer = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="kerneldojo-armer")
+
+
+def arm_evidence_replays(device: Device, limits: dict | None = None) -> None:
+    """Top up the armed evidence replays for this device (no-op on the CPU): a judge calls it when a step may
+    need one, so that the replay is ready by the time the step's timing is done."""
+    if device.mode != "gpu" or ARMED_REPLAYS == 0:
+        return
+    key, limits = _spare_key(device, limits)
+    with _spares_lock:
+        queue_ = _armed.setdefault(key, [])
+        queue_[:] = [w for w in queue_ if w.process.is_alive()]
+        for _ in range(ARMED_REPLAYS - len(queue_) - _arming.get(key, 0)):
+            _arming[key] = _arming.get(key, 0) + 1
+            _armer.submit(_arm_one, key, device, limits)
+
+
+def _arm_one(key: tuple, device: Device, limits: dict) -> None:
+    worker = None
+    try:
+        worker = _Worker(device, limits)
+        worker.call("arm_evidence", (), LIMITS_S["load"])
+        with _spares_lock:
+            _armed.setdefault(key, []).append(worker)
+            worker = None
+    except Exception:  # a worker that cannot arm: the evidence pass starts its replay itself, and says what fails
+        pass
+    finally:
+        with _spares_lock:
+            _arming[key] -= 1
+        if worker is not None:
+            worker.stop()
+
+
+def _take_armed_worker(device: Device, limits: dict | None = None) -> _Worker:
+    """The oldest armed worker for this device (or a plain spare: its `gather` then starts the replay itself);
+    the armed ones are topped up."""
+    key, limits = _spare_key(device, limits)
+    with _spares_lock:
+        queue_ = _armed.setdefault(key, [])
+        queue_[:] = [w for w in queue_ if w.process.is_alive()]
+        worker = queue_.pop(0) if queue_ else None
+    arm_evidence_replays(device, limits)
+    return worker or _take_worker(device, limits)
+
+
 def _spare_key(device: Device, limits: dict | None) -> tuple[tuple, dict]:
     limits = {k: v for k, v in (limits or {}).items() if k in ("memory", "processes", "scratch")}
     return (str(device.torch_device), tuple(sorted(limits.items()))), limits
@@ -431,8 +492,9 @@ def _spare_key(device: Device, limits: dict | None) -> tuple[tuple, dict]:
 def _stop_spares() -> None:
     """At the judge's exit: spare workers and their cgroups go too (runs before multiprocessing's own)."""
     with _spares_lock:
-        spares = [worker for queue_ in _spares.values() for worker in queue_]
+        spares = [worker for pool in (_spares, _armed) for queue_ in pool.values() for worker in queue_]
         _spares.clear()
+        _armed.clear()
     for worker in spares:
         with contextlib.suppress(Exception):
             worker.stop()

@@ -45,10 +45,12 @@ from kerneldojo.result import ProfileStats, TimeStats, printable
 
 # Request ops, each with its wall-clock limit in seconds (`Judge(limits=...)` overrides any). `load`
 # includes Triton's first imports; a shape's first `run` gets `compile` on top (Triton specialises on
-# sizes); `time_reference` includes the worker's start and torch.compile of the reference.
+# sizes); `prepare_reference` includes torch.compile of the reference, and so does `time_reference`'s
+# allowance (both requests of one reference timing share it).
 LIMITS_S = {"load": 120.0, "compile": 120.0, "run": 60.0, "time": 300.0, "flags": 10.0, "join": 120.0,
             "time_reference": 600.0, "ncu": 180.0, "evidence": 300.0}
-OPS = ("load", "run", "time", "flags", "join", "time_reference", "ncu", "evidence", "exit")
+OPS = ("load", "run", "time", "flags", "join", "prepare_reference", "time_reference", "ncu", "arm_evidence", "evidence",
+       "exit")
 # Not a reply: a worker's word, during a `run`, that the submission's first call at a shape has returned on the
 # host (its launches, hence Triton's JIT and autotuning, are done) and the device is about to be synchronized.
 # The judge then ends the JIT allowance: the request's deadline becomes min(deadline, now + LIMITS_S["run"]).

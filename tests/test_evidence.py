@@ -522,3 +522,55 @@ def test_a_set_the_judge_knows_ran_cannot_come_back_empty(monkeypatch, tmp_path)
     timed.outputs[0] = None
     with pytest.raises(Flagged):
         recheck(task, case, timed, seeds_after())
+
+
+FAKE_NCU = '''#!/usr/bin/env python3
+# Stands in for ncu: runs no program, answers as an armed or a plain replay would (the spec from the FIFO or file).
+import json, math, pathlib, sys
+rest = sys.argv[sys.argv.index("kerneldojo.sandbox.worker.evidence_replay") + 1:]
+with open(rest[1] if rest[0] == "--wait" else rest[0]) as f:
+    spec = json.loads(f.read())
+for call, _ in enumerate(spec["seeds"]):
+    for index, (size, dtype) in enumerate(spec["outputs"]):
+        pathlib.Path(f"out{call}_{index}_0.bin").write_bytes(bytes([call + 1]) * (math.prod(size) * 4))
+print(%r)
+print("started as", rest[0], "for", spec["task"], file=sys.stderr)
+'''
+
+
+def test_an_armed_replay_takes_its_spec_through_a_fifo_and_a_dead_one_is_replaced(tmp_path):
+    """`evidence_replay.arm` starts the replay under ncu before the spec exists; `gather` sends the spec to it, once;
+    the next gather (nothing armed), or one whose armed replay died first, starts its own from a spec file. Run in
+    a child: gather makes its process undumpable."""
+    import subprocess
+    import sys
+
+    (tmp_path / "ncu").write_text(FAKE_NCU % csv_text([("add_kernel", 5.0)]))
+    (tmp_path / "ncu").chmod(0o755)
+    program = f'''
+import os, torch
+from pathlib import Path
+from kerneldojo.sandbox.protocol import Build
+from kerneldojo.sandbox.worker import evidence_replay as replay
+
+def gather():
+    return replay.gather("vector_add", Build("triton", Path("s.py")), {{"n": 4}}, [1, 2], [((4,), torch.float32)], 60,
+                         device="cuda:0")
+
+replay.arm("cuda:0")
+assert replay._armed is not None and replay._armed["fifo"].exists()
+armed = gather()
+assert replay._armed is None
+plain = gather()
+replay.arm("cuda:0")
+replay._armed["process"].kill()  # died before its spec
+replay._armed["process"].wait()
+after_death = gather()
+for got, how in ((armed, "--wait"), (plain, "/"), (after_death, "/")):
+    assert got["returncode"] == 0 and got["outputs"] == [[bytes([1]) * 16], [bytes([2]) * 16]], got
+    assert got["stderr"].startswith("started as " + how) and "add_kernel" in got["csv"], got["stderr"]
+print("fine")
+'''
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}, cwd=tmp_path)
+    assert done.stdout.strip() == "fine", done.stderr[-3000:]

@@ -184,7 +184,8 @@ def test_reference_is_timed_in_a_worker_and_cached(monkeypatch, tmp_path):
     stats = TimeStats(median_ms=1.0, mean_ms=1.1, min_ms=0.9, max_ms=2.0, iqr_ms=0.1, runs=10)
     asked = []
 
-    def time_reference_in_worker(device, task, shape, kind, sets, l2_bytes, budget_s, limits):
+    def time_reference_in_worker(device, task, shape, kind, sets, l2_bytes, budget_s, limits, gpu):
+        assert gpu is judge._gpu  # the worker's compile shares the GPU; only its timing holds it alone
         asked.append((device, task.id, shape, kind, sets, l2_bytes, budget_s, limits))
         if kind == "compiled" and failing:
             raise SubmissionError("torch.compile could not build here")

@@ -476,6 +476,45 @@ def solution(x, y):
     _then_honest_passes(judge)
 
 
+def test_the_reference_compiles_under_the_shared_hold_and_only_its_timing_holds_the_gpu_alone(monkeypatch):
+    """torch.compile of a reference took 75-115 s on a fresh H100 machine (2026-11-25), all of it under the
+    exclusive hold, which stalled every other judge of the GPU: only the timing request holds it alone now."""
+
+    from kerneldojo.result import TimeStats
+    from kerneldojo.sandbox import process
+    from kerneldojo.sandbox.device import resolve_device
+
+    events, stats = [], TimeStats(median_ms=1.0, mean_ms=1.0, min_ms=1.0, max_ms=1.0, iqr_ms=0.0, runs=10)
+
+    class Lock:
+        @contextlib.contextmanager
+        def shared(self):
+            events.append("shared")
+            yield
+            events.append("/shared")
+
+        @contextlib.contextmanager
+        def exclusive(self):
+            events.append("exclusive")
+            yield
+            events.append("/exclusive")
+
+    class Worker:
+        def call(self, op, args, timeout):
+            events.append(op)
+            return stats if op == "time_reference" else None
+
+        def stop(self):
+            events.append("stop")
+
+    monkeypatch.setattr(process, "_take_worker", lambda *args, **kwargs: Worker())
+    monkeypatch.setattr(process, "_start_spare", lambda *args, **kwargs: None)
+    got = process.time_reference_in_worker(resolve_device("cpu"), "vector_add", {"n": 8}, "compiled", 3, 0, 0.5,
+                                           None, Lock())
+    assert got == stats
+    assert events == ["shared", "prepare_reference", "/shared", "exclusive", "time_reference", "/exclusive", "stop"]
+
+
 def test_reference_timing_op_runs_only_in_a_clean_worker(judge):
     """The reference-timing request, through real (CPU) workers: an unknown task comes back as a clear
     error; a known one is looked up and its inputs made in the worker, which then stops where CUDA events
@@ -497,11 +536,13 @@ def test_reference_timing_op_runs_only_in_a_clean_worker(judge):
     worker = _take_worker(judge.device, judge.limits, replace=False)
     try:
         with pytest.raises(SubmissionError, match="needs a GPU"):
-            worker.call("time_reference", (task.id, shape, "eager", 3, 0, 0.5), 60)
+            worker.call("prepare_reference", (task.id, shape, "eager", 3), 60)
+        with pytest.raises(SubmissionError, match="needs prepare_reference first"):
+            worker.call("time_reference", (0, 0.5), 60)
         build = compile_submission(task, subs.VECTOR_ADD_TRITON, "triton", judge.device.arch)
         worker.call("load", (task.id, build), 60)
         with pytest.raises(SubmissionError, match="loaded no submission"):
-            worker.call("time_reference", (task.id, shape, "eager", 3, 0, 0.5), 60)
+            worker.call("prepare_reference", (task.id, shape, "eager", 3), 60)
     finally:
         worker.stop()
     stats = TimeStats(median_ms=1.0, mean_ms=1.1, min_ms=0.9, max_ms=2.0, iqr_ms=0.1, runs=10)

@@ -6,7 +6,10 @@ Two programs in one module:
 - `gather`, in a fresh worker that never loads the submission: starts
   `ncu --profile-from-start on ... python -m kerneldojo.sandbox.worker.evidence_replay SPEC` as its child
   (so ncu's frontend is a process apart from the submission, under the worker's confinement), then reads
-  ncu's CSV (capped) and the replay's raw outputs, exactly the byte count the judge's shapes say.
+  ncu's CSV (capped) and the replay's raw outputs, exactly the byte count the judge's shapes say. A spare
+  worker may `arm` first: the replay starts under ncu before any submission is known, readies itself (the
+  seconds of imports and CUDA context a step would otherwise wait for: `bench_evidence_cost.py`) and waits on
+  a FIFO for the spec that `gather` then sends.
 - `replay`, the profiled program: every kernel it launches is the submission's doing. Inputs are made on
   the CPU from the judge's seeds and copied to the GPU, outputs poisoned with a host buffer copied over
   (copies, not kernels), then one call per input set, and the outputs written as raw bytes (no pickle).
@@ -14,12 +17,14 @@ Two programs in one module:
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from kerneldojo.sandbox.protocol import read_regular_file, read_regular_tail
@@ -64,34 +69,95 @@ def _nbytes(size: list[int], dtype: str) -> int:
     return math.prod(size) * getattr(torch, dtype).itemsize
 
 
+# This worker's replay, started under ncu ahead of its spec (`arm`): {"process", "folder", "fifo"}, or None.
+_armed: dict | None = None
+
+
+def arm(device: str) -> None:
+    """Start the replay under ncu now, before any submission is known: it imports torch and the task library and
+    makes its CUDA context (seconds that no step should wait for), launches no kernel, then waits on a FIFO for
+    the spec `gather` sends. What it runs before the spec is this module's code alone."""
+    global _armed
+    from kerneldojo.graders.ncu import find_ncu
+
+    ncu = find_ncu()
+    if ncu is None or _armed is not None:
+        return
+    folder = Path(tempfile.mkdtemp(prefix="evidence-"))
+    fifo = folder / "spec.fifo"
+    os.mkfifo(fifo, 0o600)
+    process = subprocess.Popen(_profiled(ncu, ["--wait", str(fifo), device]), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, cwd=folder, close_fds=True)
+    _armed = {"process": process, "folder": folder, "fifo": fifo}
+
+
+def _profiled(ncu: str, arguments: list[str]) -> list[str]:
+    from kerneldojo.graders.ncu import ncu_command
+
+    target = [sys.executable, "-m", "kerneldojo.sandbox.worker.evidence_replay", *arguments]
+    return ncu_command(ncu, target, launch_count=None, metrics=("gpu__time_duration.sum",))
+
+
+def _send_spec(armed: dict, spec: dict, deadline: float) -> bool:
+    """The spec into the armed replay's FIFO once it reads it; False when it died first (or never opened it)."""
+    while True:
+        try:
+            fd = os.open(armed["fifo"], os.O_WRONLY | os.O_NONBLOCK)  # ENXIO until the replay opens it
+            break
+        except OSError as e:
+            if e.errno != errno.ENXIO or armed["process"].poll() is not None or time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+    try:
+        os.set_blocking(fd, True)
+        data = json.dumps(spec).encode()
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+    return True
+
+
 def gather(task_id: str, build, shape: dict, seeds: list[int], output_specs: list, limit_s: float,
            sample: tuple[int, int] | None = None, *, device: str) -> dict:
-    """Run the replay under ncu; {"csv", "outputs" (per call, per output: bytes or None), "problems" (why an
-    output is missing), "returncode"}, or {"unavailable": why} when ncu is absent. With `sample` (count, seed)
-    only the elements at `protocol.sample_positions` are sent back (output k's positions from seed + k): the
-    seed stays in this process, which the replay cannot read (it is made undumpable first). Raises nothing of
-    the replay's: what the submission did is the judge's to decide from these."""
+    """Run the replay under ncu (the armed one, if `arm` started it and it is alive); {"csv", "outputs" (per call,
+    per output: bytes or None), "problems" (why an output is missing), "returncode"}, or {"unavailable": why}
+    when ncu is absent. With `sample` (count, seed) only the elements at `protocol.sample_positions` are sent
+    back (output k's positions from seed + k): the seed stays in this process, which the replay cannot read (it
+    is made undumpable first). Raises nothing of the replay's: what the submission did is the judge's to decide
+    from these."""
+    global _armed
     import ctypes
 
-    from kerneldojo.graders.ncu import find_ncu, ncu_command
+    from kerneldojo.graders.ncu import find_ncu
 
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no /proc/<pid>/mem of this process for the replay
 
     ncu = find_ncu()
     if ncu is None:
         return {"unavailable": "ncu (Nsight Compute) is not on PATH nor in the CUDA toolkit"}
-    folder = Path(tempfile.mkdtemp(prefix="evidence-"))
+    deadline = time.monotonic() + limit_s
     specs = [[list(size), str(dtype).removeprefix("torch.")] for size, dtype in output_specs]
     spec = {"task": task_id, "device": device, "language": build.language, "source_path": str(build.source_path),
             "libraries": {d: str(p) for d, p in build.libraries.items()}, "shape": shape, "seeds": list(seeds),
             "outputs": specs}
-    (folder / "spec.json").write_text(json.dumps(spec))
-    target = [sys.executable, "-m", "kerneldojo.sandbox.worker.evidence_replay", str(folder / "spec.json")]
-    command = ncu_command(ncu, target, launch_count=None, metrics=("gpu__time_duration.sum",))
+    armed, _armed = _armed, None  # one replay per arming: a second gather starts its own
+    if armed is not None and _send_spec(armed, spec, deadline):
+        folder, process = armed["folder"], armed["process"]
+    else:
+        if armed is not None:  # it died before reading its spec (ncu refused?): a fresh one says why, if it is so
+            armed["process"].kill()
+            armed["process"].wait()
+        folder = Path(tempfile.mkdtemp(prefix="evidence-"))
+        (folder / "spec.json").write_text(json.dumps(spec))
+        process = subprocess.Popen(_profiled(ncu, [str(folder / "spec.json")]), stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, cwd=folder, close_fds=True)
     try:
         # stdout is ncu's alone: the replay sends its own (and the submission's) elsewhere before loading it.
-        done = subprocess.run(command, capture_output=True, timeout=limit_s, cwd=folder, close_fds=True)
+        stdout, stderr = process.communicate(timeout=max(deadline - time.monotonic(), 0.1))
     except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
         return {"timeout": f"the replay under Nsight Compute ran past {limit_s:.0f} s"}
     outputs, problems = [], []
     for call in range(len(seeds)):
@@ -104,9 +170,9 @@ def gather(task_id: str, build, shape: dict, seeds: list[int], output_specs: lis
                 row.append(None)
                 problems.append(str(e))
         outputs.append(row)
-    return {"csv": done.stdout[-CSV_CAP_BYTES:].decode(errors="replace"), "outputs": outputs,
-            "problems": problems[:10], "returncode": done.returncode,
-            "stderr": done.stderr[-4000:].decode(errors="replace"),
+    return {"csv": stdout[-CSV_CAP_BYTES:].decode(errors="replace"), "outputs": outputs,
+            "problems": problems[:10], "returncode": process.returncode,
+            "stderr": stderr[-4000:].decode(errors="replace"),
             "replay_log": read_regular_tail(folder / LOG_NAME, 4000)}  # its traceback, if it failed
 
 
@@ -192,5 +258,31 @@ def replay(spec: dict) -> None:
                 write_output(Path.cwd(), call, index, _to_host_bytes(t.as_subclass(torch.Tensor)))
 
 
+def wait_for_spec(fifo: Path, device: str) -> dict:
+    """An armed replay's start: what every replay needs before the submission (imports, the task library, the
+    CUDA context, Triton's driver), then the spec, whenever `gather` sends it. No kernel is launched here: every
+    launch ncu records stays the submission's."""
+    import torch
+
+    from kerneldojo.tasks import list_tasks
+
+    from . import harness  # noqa: F401 (its imports, ahead)
+
+    list_tasks()
+    torch.cuda.set_device(device)
+    torch.empty(1, device=device)  # an allocation, no kernel
+    try:
+        from triton import runtime
+
+        runtime.driver.active.get_current_device()
+    except Exception:  # no Triton here: a Triton submission then fails in the replay, and says so
+        pass
+    with open(fifo) as spec:  # blocks until gather opens it, and reads until gather closes it
+        return json.loads(spec.read())
+
+
 if __name__ == "__main__":
-    replay(json.loads(Path(sys.argv[1]).read_text()))
+    if sys.argv[1] == "--wait":
+        replay(wait_for_spec(Path(sys.argv[2]), sys.argv[3]))
+    else:
+        replay(json.loads(Path(sys.argv[1]).read_text()))

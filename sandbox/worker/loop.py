@@ -99,6 +99,7 @@ class _Session:
         self.sequence = 0  # of the request being answered
         self.solution: Solution | None = None
         self.last = None  # the last reply's tensors, alive until the next request: the judge maps them via IPC
+        self.reference_calls: list | None = None  # `prepare_reference`'s, for `time_reference`
 
     def op_load(self, task_id: str, build) -> float:
         """Returns the seconds the load took, for the judge's phase breakdown (the rest was the worker's start)."""
@@ -141,15 +142,28 @@ class _Session:
 
         return gather(*args, device=self.device_spec)
 
-    def op_time_reference(self, *args) -> TimeStats:
+    def op_prepare_reference(self, *args) -> None:
         if self.solution is not None:  # a clean process only: nothing a submission left behind slows it
-            raise SubmissionError("time_reference is answered only by a worker that has loaded no submission")
-        return _time_reference(self.device_spec, *args)
+            raise SubmissionError("prepare_reference is answered only by a worker that has loaded no submission")
+        self.reference_calls = _reference_calls(self.device_spec, *args)
+
+    def op_arm_evidence(self) -> None:
+        """Start this worker's evidence replay under ncu ahead of its spec (`evidence_replay.arm`)."""
+        if self.solution is not None or self.device_spec == "cpu":
+            raise SubmissionError("arm_evidence is answered only by a GPU worker that has loaded no submission")
+        from .evidence_replay import arm
+
+        arm(self.device_spec)
+
+    def op_time_reference(self, l2_bytes: int, budget_s: float) -> TimeStats:
+        if self.reference_calls is None:
+            raise SubmissionError("time_reference needs prepare_reference first")
+        return time_calls(self.reference_calls, torch.device(self.device_spec), l2_bytes, budget_s=budget_s)
 
 
-def _time_reference(device_spec: str, task_id: str, shape: dict, kind: str, sets: int, l2_bytes: int,
-                    budget_s: float) -> TimeStats:
-    """In a worker that has loaded no submission: time the reference as the harness times a submission."""
+def _reference_calls(device_spec: str, task_id: str, shape: dict, kind: str, sets: int) -> list:
+    """In a worker that has loaded no submission: the reference's calls on `sets` input sets, each called once
+    (torch.compile's compile and autotuning happen here, outside the timing's exclusive hold of the GPU)."""
     task = get_task(task_id)
     if kind == "eager":
         fn = None  # the reference itself
@@ -167,10 +181,13 @@ def _time_reference(device_spec: str, task_id: str, shape: dict, kind: str, sets
     else:
         raise SubmissionError(f"the reference kind must be one of {', '.join(REFERENCE_KINDS)}, not {kind!r}")
     device = torch.device(device_spec)
-    calls = task.reference_calls(shape, device, sets, fn)
     if device.type != "cuda":
         raise SubmissionError(f"timing the reference needs a GPU (CUDA events); this worker runs on {device_spec}")
-    return time_calls(calls, device, l2_bytes, budget_s=budget_s)
+    calls = task.reference_calls(shape, device, sets, fn)
+    for call in calls:
+        call()
+    torch.cuda.synchronize(device)
+    return calls
 
 
 def _launch_trivial_triton_kernel(device_spec: str) -> None:
