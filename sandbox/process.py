@@ -432,26 +432,32 @@ def _top_up(queue_: list[_Worker], device: Device, limits: dict) -> None:
 
 # Workers whose evidence replay is already started under ncu and waiting for its spec (`evidence_replay.arm`):
 # that start (a fresh Python, torch, the task library, a CUDA context, under ncu) was 10-17 s of a 17.5 s evidence
-# pass on an H100 machine (2026-11-25, `bench_evidence_cost.py`). Armed in the background, ARMED_REPLAYS per
-# device at most (KERNELDOJO_ARMED_REPLAYS; each holds two CUDA contexts while it waits); used for nothing else.
+# pass on an H100 machine (2026-11-25, `bench_evidence_cost.py`). Armed in the background, ARMED_REPLAYS per host
+# at most (KERNELDOJO_ARMED_REPLAYS; each holds two CUDA contexts while it waits), for the device and limits last
+# asked for (a judge moving to a task of other limits drops the others); used for nothing else.
 ARMED_REPLAYS = max(0, int(os.environ.get("KERNELDOJO_ARMED_REPLAYS", 2)))
 _armed: dict[tuple, list[_Worker]] = {}
 _arming: dict[tuple, int] = {}  # per key, armings under way
-_armer = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="kerneldojo-armer")
+_closing = threading.Event()  # set at the judge's exit: an arming that ends later stops its worker
 
 
 def arm_evidence_replays(device: Device, limits: dict | None = None) -> None:
     """Top up the armed evidence replays for this device (no-op on the CPU): a judge calls it when a step may
     need one, so that the replay is ready by the time the step's timing is done."""
-    if device.mode != "gpu" or ARMED_REPLAYS == 0:
+    if device.mode != "gpu" or ARMED_REPLAYS == 0 or _closing.is_set():
         return
     key, limits = _spare_key(device, limits)
     with _spares_lock:
+        dropped = [w for other, queue_ in _armed.items() if other != key for w in queue_]
+        _armed.update({other: [] for other in _armed if other != key})
         queue_ = _armed.setdefault(key, [])
         queue_[:] = [w for w in queue_ if w.process.is_alive()]
         for _ in range(ARMED_REPLAYS - len(queue_) - _arming.get(key, 0)):
             _arming[key] = _arming.get(key, 0) + 1
-            _armer.submit(_arm_one, key, device, limits)
+            # A daemon: the judge's exit never waits for a worker's start (its worker dies with the judge).
+            threading.Thread(target=_arm_one, args=(key, device, limits), daemon=True).start()
+    if dropped:  # off the step's path
+        threading.Thread(target=_stop_all, args=(dropped,), daemon=True).start()
 
 
 def _arm_one(key: tuple, device: Device, limits: dict) -> None:
@@ -460,8 +466,9 @@ def _arm_one(key: tuple, device: Device, limits: dict) -> None:
         worker = _Worker(device, limits)
         worker.call("arm_evidence", (), LIMITS_S["load"])
         with _spares_lock:
-            _armed.setdefault(key, []).append(worker)
-            worker = None
+            if not _closing.is_set() and key in _armed:
+                _armed[key].append(worker)
+                worker = None
     except Exception:  # a worker that cannot arm: the evidence pass starts its replay itself, and says what fails
         pass
     finally:
@@ -490,14 +497,22 @@ def _spare_key(device: Device, limits: dict | None) -> tuple[tuple, dict]:
 
 @atexit.register
 def _stop_spares() -> None:
-    """At the judge's exit: spare workers and their cgroups go too (runs before multiprocessing's own)."""
+    """At the judge's exit: spare and armed workers and their cgroups go too (runs before multiprocessing's own)."""
+    _closing.set()
     with _spares_lock:
         spares = [worker for pool in (_spares, _armed) for queue_ in pool.values() for worker in queue_]
         _spares.clear()
         _armed.clear()
-    for worker in spares:
+    _stop_all(spares)
+
+
+def _stop_all(workers: list[_Worker]) -> None:
+    """Kill them all first, then wait for each: the exit waits for the slowest, not for the sum."""
+    for worker in workers:
         with contextlib.suppress(Exception):
             worker.stop()
+    for worker in workers:
+        with contextlib.suppress(Exception):
             worker.process.join(5)
             worker.cgroup.remove(attempts=20)
 
