@@ -326,6 +326,7 @@ class Judge:
             which = "distributed tasks" if task.spec.distributed else f"isolation={self.isolation!r}"
             evidence.note = f"no evidence pass for {which} yet: the GPU figures are the worker's"
             return {}
+        started = time.perf_counter()
         seeds = [secrets.randbits(31) for _ in range(REPLAY_CALLS)]
         # The inputs the replay makes on the host, moved here as there (by value: the same bytes).
         sets = [tuple(t.to(self.device.torch_device) for t in task.reference.make_inputs(case.shape, seed, "cpu"))
@@ -334,7 +335,13 @@ class Judge:
         specs = [(tuple(t.shape), t.dtype) for t in expected[0]]
         # A sample of each output comes back, at positions the replay cannot know; a suite's own check needs them all.
         sample = None if getattr(task.reference, "check", None) else (SAMPLE_ELEMENTS, secrets.randbits(31))
+        inputs_s = time.perf_counter() - started
         reply = evidence_in_worker(self.device, task, build, case.shape, seeds, specs, self.limits, sample)
+        evidence.armed = reply.get("armed") if isinstance(reply.get("armed"), bool) else None
+        told = reply.get("seconds") if isinstance(reply.get("seconds"), dict) else {}  # the worker's word: feedback
+        evidence.seconds = {"inputs": inputs_s, "take": reply.get("take_s", 0.0), "worker": reply.get("worker_s", 0.0),
+                            **{k: float(v) for k, v in told.items() if k in ("wait", "replay") and
+                               isinstance(v, (int, float))}}
         if "unavailable" in reply:
             evidence.note = f"no evidence pass: {capped(reply['unavailable'])}; the GPU figures are the worker's"
             return {}

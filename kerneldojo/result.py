@@ -164,6 +164,11 @@ class Evidence(BaseModel):
     kernels: list[str] = Field([], description="the kernel names ncu saw (at most 20)")
     note: str | None = Field(None, description="why the pass decided nothing (no ncu, no counters): then the GPU's "
                              "evidence is the worker's")
+    armed: bool | None = Field(None, description="the replay was started under ncu ahead of the step (None: unknown)")
+    seconds: dict[str, float] = Field({}, description="where the pass's time went: `inputs` (the judge's expected "
+                                      "outputs), `take` (an armed or spare worker), `wait` (for the armed replay to "
+                                      "read its spec), `replay` (ncu and the replay, after the spec), `worker` (the "
+                                      "worker's whole request)")
 
 
 class Versions(BaseModel):

@@ -221,7 +221,9 @@ def evidence_in_worker(device: Device, task: Task, build: Build, shape: dict, se
     stopped. With `sample` (count, seed), each output comes back as `count` of its elements
     (`protocol.sample_positions`). `graders.evidence` reads it; nothing here trusts it."""
     limits = {**LIMITS_S, **(limits or {})}
+    started = time.monotonic()
     worker = _take_armed_worker(device, limits)
+    took = time.monotonic() - started
     try:
         sent = output_specs if sample is None else [((min(math.prod(size), sample[0]),), dtype)
                                                      for size, dtype in output_specs]
@@ -233,7 +235,7 @@ def evidence_in_worker(device: Device, task: Task, build: Build, shape: dict, se
         worker.stop()
     if not isinstance(reply, dict):
         raise SubmissionError(f"the evidence reply was a {type(reply).__name__}")
-    return {**reply, "limits_hit": notes}
+    return {**reply, "limits_hit": notes, "take_s": took, "worker_s": time.monotonic() - started - took}
 
 
 # A worker starts with the allowlisted environment (`worker.environment.kept`) at exec, so that none of the judge's

@@ -243,7 +243,7 @@ def test_the_evidence_request_reaches_the_worker_and_says_why_it_cannot_run(monk
     build = compile_mod.compile_submission(task, "def solution(x, y):\n    return x + y\n", "python", None)
     reply = evidence_in_worker(resolve_device("cpu"), task, build, {"n": 8, "dtype": "float32"}, [1, 2],
                                [((8,), torch.float32)], sample=(4, 7))
-    assert set(reply) == {"unavailable", "limits_hit"} and "ncu" in reply["unavailable"], reply
+    assert set(reply) == {"unavailable", "limits_hit", "take_s", "worker_s"} and "ncu" in reply["unavailable"], reply
     assert reply["limits_hit"] == []  # the judge's reading of the worker's cgroup: nothing stopped
 
 
@@ -547,14 +547,14 @@ def test_an_armed_replay_takes_its_spec_through_a_fifo_and_a_dead_one_is_replace
 
     (tmp_path / "ncu").write_text(FAKE_NCU % csv_text([("add_kernel", 5.0)]))
     (tmp_path / "ncu").chmod(0o755)
-    program = f'''
+    program = '''
 import os, torch
 from pathlib import Path
 from kerneldojo.sandbox.protocol import Build
 from kerneldojo.sandbox.worker import evidence_replay as replay
 
 def gather():
-    return replay.gather("vector_add", Build("triton", Path("s.py")), {{"n": 4}}, [1, 2], [((4,), torch.float32)], 60,
+    return replay.gather("vector_add", Build("triton", Path("s.py")), {"n": 4}, [1, 2], [((4,), torch.float32)], 60,
                          device="cuda:0")
 
 replay.arm("cuda:0")
@@ -567,6 +567,7 @@ replay._armed["process"].kill()  # died before its spec
 replay._armed["process"].wait()
 after_death = gather()
 for got, how in ((armed, "--wait"), (plain, "/"), (after_death, "/")):
+    assert got["armed"] is (how == "--wait") and set(got["seconds"]) == {"wait", "replay"}
     assert got["returncode"] == 0 and got["outputs"] == [[bytes([1]) * 16], [bytes([2]) * 16]], got
     assert got["stderr"].startswith("started as " + how) and "add_kernel" in got["csv"], got["stderr"]
 print("fine")

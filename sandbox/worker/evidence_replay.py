@@ -142,7 +142,10 @@ def gather(task_id: str, build, shape: dict, seeds: list[int], output_specs: lis
             "libraries": {d: str(p) for d, p in build.libraries.items()}, "shape": shape, "seeds": list(seeds),
             "outputs": specs}
     armed, _armed = _armed, None  # one replay per arming: a second gather starts its own
-    if armed is not None and _send_spec(armed, spec, deadline):
+    started = time.monotonic()
+    used_armed = armed is not None and _send_spec(armed, spec, deadline)
+    waited = time.monotonic() - started
+    if used_armed:
         folder, process = armed["folder"], armed["process"]
     else:
         if armed is not None:  # it died before reading its spec (ncu refused?): a fresh one says why, if it is so
@@ -154,7 +157,9 @@ def gather(task_id: str, build, shape: dict, seeds: list[int], output_specs: lis
                                    stderr=subprocess.PIPE, cwd=folder, close_fds=True)
     try:
         # stdout is ncu's alone: the replay sends its own (and the submission's) elsewhere before loading it.
+        started = time.monotonic()
         stdout, stderr = process.communicate(timeout=max(deadline - time.monotonic(), 0.1))
+        seconds = {"wait": waited, "replay": time.monotonic() - started}
     except subprocess.TimeoutExpired:
         process.kill()
         process.communicate()
@@ -171,7 +176,7 @@ def gather(task_id: str, build, shape: dict, seeds: list[int], output_specs: lis
                 problems.append(str(e))
         outputs.append(row)
     return {"csv": stdout[-CSV_CAP_BYTES:].decode(errors="replace"), "outputs": outputs,
-            "problems": problems[:10], "returncode": process.returncode,
+            "problems": problems[:10], "returncode": process.returncode, "armed": used_armed, "seconds": seconds,
             "stderr": stderr[-4000:].decode(errors="replace"),
             "replay_log": read_regular_tail(folder / LOG_NAME, 4000)}  # its traceback, if it failed
 
