@@ -35,7 +35,7 @@ def unique(source: str, language: str) -> str:
 
 
 def measure(judge, task_id: str, language: str, source: str, steps: int, deadline: float = float("inf")) -> dict:
-    seconds, phases, statuses, kernel_ms, failure = [], [], [], None, None
+    seconds, phases, statuses, kernel_ms, failure, evidence = [], [], [], None, None, []
     for step in range(steps):
         if step >= 2 and time.perf_counter() + seconds[-1] > deadline:  # the budget's share of this row is spent
             break
@@ -43,6 +43,8 @@ def measure(judge, task_id: str, language: str, source: str, steps: int, deadlin
         result = judge.evaluate(task_id, unique(source, language), language, retime=True)
         seconds.append(time.perf_counter() - started)
         phases.append(result.phases)
+        if result.evidence is not None:
+            evidence.append({"armed": result.evidence.armed, **result.evidence.seconds})
         statuses.append(result.status)
         if result.status not in ("ok", "compiled") and failure is None:
             failure = result.messages[-1][:2000] if result.messages else result.status
@@ -55,7 +57,7 @@ def measure(judge, task_id: str, language: str, source: str, steps: int, deadlin
         "task": task_id, "language": language, "steps": steps, "statuses": sorted(set(statuses)),
         "first_s": seconds[0], "p50_s": report.percentile(warm, 50), "p90_s": report.percentile(warm, 90),
         "seconds": seconds, "phases_mean_s": {n: statistics.fmean(p.get(n, 0.0) for p in warm_phases) for n in names},
-        "kernel_ms": kernel_ms, "failure": failure,
+        "kernel_ms": kernel_ms, "failure": failure, "evidence_per_step": evidence,
     }  # fmt: skip
 
 
