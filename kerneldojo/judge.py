@@ -11,6 +11,7 @@ decides them, and `evaluate` returns a stored one marked `reused=True` unless as
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import functools
@@ -80,6 +81,7 @@ from kerneldojo.sandbox.process import (
     WorkerSolution,
     arm_evidence_replays,
     evidence_in_worker,
+    take_armed_replay,
     time_reference_in_worker,
 )
 from kerneldojo.sandbox.protocol import (
@@ -93,7 +95,7 @@ from kerneldojo.sandbox.protocol import (
     capped,
     last_seeds,
 )  # fmt: skip
-from kerneldojo.tasks import Case, Task, get_task, task_content_hash
+from kerneldojo.tasks import Case, Task, get_task, task_content_hash, task_ref
 from kerneldojo.version import PROTOCOL_VERSION, __version__
 
 NO_GPU_PROFILE = ("no profile: CPU mode has no GPU, so Nsight Compute cannot run; the same request on a GPU "
@@ -158,6 +160,7 @@ class Judge:
         # them in memory only, and deleting the file (or `refresh_reference_times`) measures anew.
         self.reference_cache = _default_reference_cache() if reference_cache == "default" else reference_cache
         self._reference_times: dict[str, dict | None] = self._load_reference_times()
+        self._specs: dict[tuple[str, str], list] = {}  # per case, the reference's outputs' sizes (`_output_specs`)
         self._run_limits: dict[str, float] = {}  # task id -> seconds a run may take (`_run_limit_s`)
         # Verdicts of identical submissions, on disk ("default": under the kerneldojo cache folder, unless
         # KERNELDOJO_RESULT_CACHE=off); None evaluates every submission anew.
@@ -237,8 +240,10 @@ class Judge:
         if self.profile and self.device.mode == "cpu":
             result.ncu = NcuProfile(note=NO_GPU_PROFILE)
         drawn = self.evidence == "always" or (self.evidence == "sampled" and secrets.randbelow(EVIDENCE_ONE_IN) == 0)
-        if self.timed and drawn and self.isolation == "process":  # its replay readies while this step runs
-            arm_evidence_replays(self.device, self.limits)
+        if self.timed and drawn and self.isolation == "process" and not task.spec.distributed:
+            # Its replay readies (its inputs too) while this step runs.
+            arm_evidence_replays(self.device, self.limits, functools.partial(self._draw_evidence_case, task),
+                                 task_ref(task))
         with _phase(result, "compile"):
             build = compile_submission(task, source, language, self.device.arch)
             if isinstance(source, BuildsAhead):  # an adapter's wrapped solution: its load_inline calls, built ahead
@@ -308,35 +313,63 @@ class Judge:
         """The evidence pass: a bench case drawn at random, replayed under Nsight Compute by a fresh worker, and
         checked here against what the worker claimed (`graders.evidence`). Flags raise `Flagged`; a pass that
         cannot be made (no ncu, no counters, another backend) says why in `result.evidence.note`."""
-        case = secrets.choice(task.cases("bench"))
-        timing = next(t for t in result.timings if t.case == str(case))
+        replayable = self.isolation == "process" and not task.spec.distributed
+        armed, drawn = take_armed_replay(self.device, self.limits, task_ref(task)) if replayable else (None, None)
+        try:
+            drawn = drawn or self._draw_evidence_case(task, specs=False)
+            case = next(c for c in task.cases("bench") if c.shape == drawn["shape"])
+            timing = next(t for t in result.timings if t.case == str(case))
+        except BaseException:
+            if armed is not None:
+                armed.stop()
+            raise
         claimed = timing.scored_ms  # what the speedup pays (red team round 14: the worker's kernel time was checked
         # here while its busy time was paid, and it reported one honest, the other cut)
         result.evidence = Evidence(case=str(case), claimed_ms=claimed)
         with _phase(result, "evidence"), self._gpu.profiler(), self._gpu.shared():
-            fired = self._gather_evidence(task, build, own, case, claimed, result.evidence)
+            fired = self._gather_evidence(task, build, own, case, drawn["seeds"], armed, claimed, result.evidence)
         if result.evidence.own_share is not None and result.kernel_coverage is not None:  # the judge's figure bounds it
             result.kernel_coverage = min(result.kernel_coverage, result.evidence.own_share)
         if fired:
             raise Flagged(fired)
 
-    def _gather_evidence(self, task: Task, build, own: OwnKernels, case: Case, claimed_ms: float,
-                         evidence: Evidence) -> dict[str, str]:
+    def _draw_evidence_case(self, task: Task, specs: bool = True) -> dict:
+        """The case and seeds of an evidence replay, drawn here; with `specs`, its outputs' sizes and dtypes, for a
+        replay armed ahead (`sandbox.process.arm_evidence_replays`) that makes its inputs before the step needs it."""
+        case = secrets.choice(task.cases("bench"))
+        seeds = [secrets.randbits(31) for _ in range(REPLAY_CALLS)]
+        drawn = {"task": task_ref(task), "shape": case.shape, "seeds": seeds}
+        return {**drawn, "outputs": self._output_specs(task, case)} if specs else drawn
+
+    def _output_specs(self, task: Task, case: Case) -> list:
+        """[[size], dtype] of each output of the reference at `case` (computed once per judge, on this GPU)."""
+        key = (task_ref(task), str(case))
+        if key not in self._specs:
+            with self._gpu.shared():
+                expected = task.expected(*task.reference.make_inputs(case.shape, 0, self.device.torch_device),
+                                         shape=case.shape)
+            self._specs[key] = [[list(t.shape), str(t.dtype).removeprefix("torch.")] for t in expected]
+        return self._specs[key]
+
+    def _gather_evidence(self, task: Task, build, own: OwnKernels, case: Case, seeds: list[int], armed,
+                         claimed_ms: float, evidence: Evidence) -> dict[str, str]:
         if self.isolation != "process" or task.spec.distributed:
             which = "distributed tasks" if task.spec.distributed else f"isolation={self.isolation!r}"
             evidence.note = f"no evidence pass for {which} yet: the GPU figures are the worker's"
             return {}
-        started = time.perf_counter()
-        seeds = [secrets.randbits(31) for _ in range(REPLAY_CALLS)]
-        # The inputs the replay makes on the host, moved here as there (by value: the same bytes).
-        sets = [tuple(t.to(self.device.torch_device) for t in task.reference.make_inputs(case.shape, seed, "cpu"))
-                for seed in seeds]
-        expected = [task.expected(*inputs, shape=case.shape) for inputs in sets]
-        specs = [(tuple(t.shape), t.dtype) for t in expected[0]]
+        specs = [(tuple(size), getattr(torch, dtype)) for size, dtype in self._output_specs(task, case)]
         # A sample of each output comes back, at positions the replay cannot know; a suite's own check needs them all.
         sample = None if getattr(task.reference, "check", None) else (SAMPLE_ELEMENTS, secrets.randbits(31))
-        inputs_s = time.perf_counter() - started
-        reply = evidence_in_worker(self.device, task, build, case.shape, seeds, specs, self.limits, sample)
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kerneldojo-evidence") as replaying:
+            asked = replaying.submit(evidence_in_worker, self.device, task, build, case.shape, seeds, specs,
+                                     self.limits, sample, armed)
+            # Meanwhile, the inputs the replay makes on the host, moved here as there (by value: the same bytes).
+            started = time.perf_counter()
+            sets = [tuple(t.to(self.device.torch_device) for t in task.reference.make_inputs(case.shape, seed, "cpu"))
+                    for seed in seeds]
+            expected = [task.expected(*inputs, shape=case.shape) for inputs in sets]
+            inputs_s = time.perf_counter() - started
+            reply = asked.result()
         evidence.armed = reply.get("armed") if isinstance(reply.get("armed"), bool) else None
         told = reply.get("seconds") if isinstance(reply.get("seconds"), dict) else {}  # the worker's word: feedback
         evidence.seconds = {"inputs": inputs_s, "take": reply.get("take_s", 0.0), "worker": reply.get("worker_s", 0.0),

@@ -37,6 +37,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -214,15 +215,17 @@ def time_reference_in_worker(device: Device, task: Task | str, shape: dict, kind
 
 
 def evidence_in_worker(device: Device, task: Task, build: Build, shape: dict, seeds: list[int], output_specs: list,
-                       limits: dict[str, float] | None = None, sample: tuple[int, int] | None = None) -> dict:
+                       limits: dict[str, float] | None = None, sample: tuple[int, int] | None = None,
+                       worker: _Worker | None = None) -> dict:
     """Nsight Compute's record of a replay of `build` at `shape`, one call per seed, gathered by a fresh worker that
     never loads the submission (`worker.evidence_replay`): {"csv", "outputs", "problems", "returncode"}, or
     {"unavailable": why} / {"timeout": why}; and "limits_hit", the judge's own notes of what the worker's cgroup
     stopped. With `sample` (count, seed), each output comes back as `count` of its elements
-    (`protocol.sample_positions`). `graders.evidence` reads it; nothing here trusts it."""
+    (`protocol.sample_positions`). `graders.evidence` reads it; nothing here trusts it. `worker`: an armed one
+    (`take_armed_replay`), whose replay waits under ncu; else a spare starts its replay itself."""
     limits = {**LIMITS_S, **(limits or {})}
     started = time.monotonic()
-    worker = _take_armed_worker(device, limits)
+    worker = worker or _take_worker(device, limits)
     took = time.monotonic() - started
     try:
         sent = output_specs if sample is None else [((min(math.prod(size), sample[0]),), dtype)
@@ -301,6 +304,7 @@ class _Worker:
         judge_end, worker_end = socket.socketpair()
         self.requests = self.replies = Channel(judge_end, device.torch_device, cuda_ipc=device.mode == "gpu")
         self.sequence = 0
+        self.prep: dict | None = None  # an armed evidence replay's case, as the judge drew it
         device_spec = str(device.torch_device) if device.mode == "gpu" else "cpu"
         self.process = _AllowlistedProcess(target=serve_socket, args=(worker_end, device_spec, str(self.scratch)),
                                    kwargs={"plan": plan}, daemon=True)
@@ -443,12 +447,16 @@ _arming: dict[tuple, int] = {}  # per key, armings under way
 _closing = threading.Event()  # set at the judge's exit: an arming that ends later stops its worker
 
 
-def arm_evidence_replays(device: Device, limits: dict | None = None) -> None:
-    """Top up the armed evidence replays for this device (no-op on the CPU): a judge calls it when a step may
-    need one, so that the replay is ready by the time the step's timing is done."""
+def arm_evidence_replays(device: Device, limits: dict | None = None, draw: Callable[[], dict] | None = None,
+                         task_key: str | None = None) -> None:
+    """Top up the armed evidence replays for this device and `task_key` (no-op on the CPU): a judge calls it when a
+    step may need one, so that the replay is ready by the time the step's timing is done. `draw()`, run for each
+    arming: the case the replay prepares ({"task", "shape", "seeds", "outputs"}: the judge's, kept here with the
+    worker for `take_armed_replay`)."""
     if device.mode != "gpu" or ARMED_REPLAYS == 0 or _closing.is_set():
         return
-    key, limits = _spare_key(device, limits)
+    spare_key, limits = _spare_key(device, limits)
+    key = (spare_key, task_key)
     with _spares_lock:
         dropped = [w for other, queue_ in _armed.items() if other != key for w in queue_]
         _armed.update({other: [] for other in _armed if other != key})
@@ -457,16 +465,18 @@ def arm_evidence_replays(device: Device, limits: dict | None = None) -> None:
         for _ in range(ARMED_REPLAYS - len(queue_) - _arming.get(key, 0)):
             _arming[key] = _arming.get(key, 0) + 1
             # A daemon: the judge's exit never waits for a worker's start (its worker dies with the judge).
-            threading.Thread(target=_arm_one, args=(key, device, limits), daemon=True).start()
+            threading.Thread(target=_arm_one, args=(key, device, limits, draw), daemon=True).start()
     if dropped:  # off the step's path
         threading.Thread(target=_stop_all, args=(dropped,), daemon=True).start()
 
 
-def _arm_one(key: tuple, device: Device, limits: dict) -> None:
+def _arm_one(key: tuple, device: Device, limits: dict, draw: Callable[[], dict] | None) -> None:
     worker = None
     try:
+        prep = draw() if draw is not None else None
         worker = _Worker(device, limits)
-        worker.call("arm_evidence", (), LIMITS_S["load"])
+        worker.call("arm_evidence", (prep,), LIMITS_S["load"])
+        worker.prep = prep
         with _spares_lock:
             if not _closing.is_set() and key in _armed:
                 _armed[key].append(worker)
@@ -480,16 +490,16 @@ def _arm_one(key: tuple, device: Device, limits: dict) -> None:
             worker.stop()
 
 
-def _take_armed_worker(device: Device, limits: dict | None = None) -> _Worker:
-    """The oldest armed worker for this device (or a plain spare: its `gather` then starts the replay itself);
-    the armed ones are topped up."""
-    key, limits = _spare_key(device, limits)
+def take_armed_replay(device: Device, limits: dict | None = None, task_key: str | None = None
+                      ) -> tuple[_Worker | None, dict | None]:  # fmt: skip
+    """The oldest armed worker for this device and task and the case it prepared (the judge's draw, as this process
+    recorded it), or (None, None); for `evidence_in_worker(worker=...)`."""
+    key = (_spare_key(device, limits)[0], task_key)
     with _spares_lock:
-        queue_ = _armed.setdefault(key, [])
+        queue_ = _armed.get(key, [])
         queue_[:] = [w for w in queue_ if w.process.is_alive()]
         worker = queue_.pop(0) if queue_ else None
-    arm_evidence_replays(device, limits)
-    return worker or _take_worker(device, limits)
+    return worker, worker.prep if worker else None
 
 
 def _spare_key(device: Device, limits: dict | None) -> tuple[tuple, dict]:

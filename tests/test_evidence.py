@@ -262,7 +262,8 @@ def test_a_replay_that_died_fails_the_step_and_says_what_stopped_it(monkeypatch)
     task = get_task("vector_add")
     judge = judge_mod.Judge("cpu")
     with pytest.raises(SubmissionError, match=r"exit -9.*the replay ran out of host memory"):
-        judge._gather_evidence(task, None, OwnKernels(), task.cases("bench")[0], 1.0, Evidence(case="c", claimed_ms=1))
+        judge._gather_evidence(task, None, OwnKernels(), task.cases("bench")[0], [1, 2], None, 1.0,
+                               Evidence(case="c", claimed_ms=1))
     assert "runtime_error" not in judge_mod.CACHED_STATUSES
 
 
@@ -362,7 +363,7 @@ def test_the_evidence_checks_the_time_the_speedup_pays(monkeypatch):
     result.timings = [CaseTiming(case=str(case), submission=forged, profile=profile)]
     checked = []
 
-    def gather(self, task, build, own, case, claimed_ms, evidence):
+    def gather(self, task, build, own, case, seeds, armed, claimed_ms, evidence):
         checked.append(claimed_ms)
         return decide(figures([{"Kernel Name": "add", "gpu__time_duration.sum": 0.389}], OwnKernels({"add"})),
                       claimed_ms, str(case), True, True)

@@ -52,14 +52,37 @@ def test_honest_submissions_pass_the_evidence_pass(judge, task, language, source
     assert result.phases["evidence"] > 0
 
 
+def test_an_armed_replay_made_its_inputs_ahead_and_the_honest_kernel_passes_it(judge):
+    """A replay armed ahead (`sandbox.process.arm_evidence_replays`) with the judge's draw of the case: the step
+    takes it, and the honest kernel passes as with a replay started on the spot."""
+    import functools
+    import time
+
+    from kerneldojo.sandbox import process
+    from kerneldojo.tasks import task_ref
+
+    task = get_task("vector_add")
+    key = (process._spare_key(judge.device, judge.limits)[0], task_ref(task))
+    process.arm_evidence_replays(judge.device, judge.limits, functools.partial(judge._draw_evidence_case, task),
+                                 task_ref(task))
+    deadline = time.monotonic() + 120
+    while not process._armed.get(key) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert process._armed.get(key), "no replay was armed within 120 s"
+    result = judge.evaluate(task, subs.VECTOR_ADD_TRITON + f"\n# {time.time()}\n", "triton")
+    print(result.status, result.evidence, result.messages[-1:], sep="\n")
+    assert result.status == "ok", result.messages
+    assert result.evidence.armed is True and result.evidence.note is None, result.evidence
+
+
 def gather(judge, task_id: str, source: str, language: str, claimed_ms: float) -> tuple[dict, Evidence]:
     """The evidence pass alone, on the largest bench case, against `claimed_ms`."""
     task = get_task(task_id)
     build = compile_submission(task, source, language, judge.device.arch)
     case = task.cases("bench")[-1]
     evidence = Evidence(case=str(case), claimed_ms=claimed_ms)
-    fired = judge._gather_evidence(task, build, judge._own_kernels(build, source, language), case, claimed_ms,
-                                   evidence)
+    fired = judge._gather_evidence(task, build, judge._own_kernels(build, source, language), case, [1, 2], None,
+                                   claimed_ms, evidence)
     print(fired, evidence, sep="\n")
     assert evidence.note is None, evidence.note
     return fired, evidence

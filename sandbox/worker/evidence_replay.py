@@ -73,9 +73,10 @@ def _nbytes(size: list[int], dtype: str) -> int:
 _armed: dict | None = None
 
 
-def arm(device: str) -> None:
+def arm(device: str, prep: dict | None = None) -> None:
     """Start the replay under ncu now, before any submission is known: it imports torch and the task library and
-    makes its CUDA context (seconds that no step should wait for), launches no kernel, then waits on a FIFO for
+    makes its CUDA context (seconds that no step should wait for), with `prep` ({"task", "shape", "seeds",
+    "outputs"}: the judge's draw of the case) also that case's inputs, launches no kernel, then waits on a FIFO for
     the spec `gather` sends. What it runs before the spec is this module's code alone."""
     global _armed
     from kerneldojo.graders.ncu import find_ncu
@@ -86,9 +87,20 @@ def arm(device: str) -> None:
     folder = Path(tempfile.mkdtemp(prefix="evidence-"))
     fifo = folder / "spec.fifo"
     os.mkfifo(fifo, 0o600)
-    process = subprocess.Popen(_profiled(ncu, ["--wait", str(fifo), device]), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, cwd=folder, close_fds=True)
-    _armed = {"process": process, "folder": folder, "fifo": fifo}
+    arguments = ["--wait", str(fifo), device]
+    if prep is not None:
+        prep = {**prep, "device": device}
+        (folder / "prep.json").write_text(json.dumps(prep))
+        arguments.append(str(folder / "prep.json"))
+    process = subprocess.Popen(_profiled(ncu, arguments), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=folder,
+                               close_fds=True)
+    _armed = {"process": process, "folder": folder, "fifo": fifo, "prep": prep}
+
+
+def _prepared_for(armed: dict, spec: dict) -> bool:
+    """An armed replay serves this spec: it prepared nothing, or exactly this case."""
+    prep = armed["prep"]
+    return prep is None or all(prep[k] == spec[k] for k in ("task", "device", "shape", "seeds", "outputs"))
 
 
 def _profiled(ncu: str, arguments: list[str]) -> list[str]:
@@ -143,12 +155,12 @@ def gather(task_id: str, build, shape: dict, seeds: list[int], output_specs: lis
             "outputs": specs}
     armed, _armed = _armed, None  # one replay per arming: a second gather starts its own
     started = time.monotonic()
-    used_armed = armed is not None and _send_spec(armed, spec, deadline)
+    used_armed = armed is not None and _prepared_for(armed, spec) and _send_spec(armed, spec, deadline)
     waited = time.monotonic() - started
     if used_armed:
         folder, process = armed["folder"], armed["process"]
     else:
-        if armed is not None:  # it died before reading its spec (ncu refused?): a fresh one says why, if it is so
+        if armed is not None:  # it died before reading its spec (ncu refused?), or prepared another case
             armed["process"].kill()
             armed["process"].wait()
         folder = Path(tempfile.mkdtemp(prefix="evidence-"))
@@ -223,34 +235,47 @@ def _quiet_triton_benchmarks() -> None:
         pass
 
 
-def replay(spec: dict) -> None:
-    import torch
-
-    from kerneldojo.graders.correctness import poisoned_like
-    from kerneldojo.sandbox.device import resolve_device
-    from kerneldojo.sandbox.protocol import Build
-    from kerneldojo.tasks import get_task
-
-    from .harness import Solution
-    from .syscall_filter import before_submission_code
-
-    # ncu's stdout is the table the judge reads: nothing of this process's goes there.
+def _own_output() -> None:
+    """ncu's stdout is the table the judge reads: nothing of this process's goes there."""
     out = os.open(LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(out, 1)
     os.dup2(out, 2)
     os.close(out)
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
-    _quiet_triton_benchmarks()
-    before_submission_code()
+
+
+def prepare(spec: dict) -> tuple:
+    """Everything made before the submission loads: its inputs from the judge's seeds and its poisoned outputs, made
+    on the host and copied (copies, not kernels). Seconds for a large case (vector_add's 134M elements: 2 GB of
+    normal samples on one core), which an armed replay spends before any step waits for it."""
+    import torch
+
+    from kerneldojo.graders.correctness import poisoned_like
+    from kerneldojo.sandbox.device import resolve_device
+    from kerneldojo.tasks import get_task
+
     task, device = get_task(spec["task"]), resolve_device(spec["device"])
     shape, cpu = spec["shape"], torch.device("cpu")
     templates = tuple(torch.empty(size, dtype=getattr(torch, dtype)) for size, dtype in spec["outputs"])
-    # Everything made before the submission loads, on the host, then copied.
     sets = [tuple(_to_device(t, device.torch_device) for t in task.reference.make_inputs(shape, seed, cpu))
             for seed in spec["seeds"]]
     out_sets = [tuple(_to_device(t, device.torch_device) for t in poisoned_like(templates)) for _ in sets]
     torch.cuda.synchronize(device.torch_device)
+    return task, device, shape, templates, sets, out_sets
+
+
+def run(prepared: tuple, spec: dict) -> None:
+    """Load the submission, one call per input set, and write the outputs as raw bytes (no pickle)."""
+    import torch
+
+    from kerneldojo.sandbox.protocol import Build
+
+    from .harness import Solution
+    from .syscall_filter import before_submission_code
+
+    task, device, shape, templates, sets, out_sets = prepared
+    before_submission_code()
     build = Build(spec["language"], Path(spec["source_path"]), {d: Path(p) for d, p in spec["libraries"].items()})
     solution = Solution(task, build, device)
     results = [solution.run(inputs, shape, outputs, watch=False) for inputs, outputs in zip(sets, out_sets)]
@@ -263,16 +288,24 @@ def replay(spec: dict) -> None:
                 write_output(Path.cwd(), call, index, _to_host_bytes(t.as_subclass(torch.Tensor)))
 
 
-def wait_for_spec(fifo: Path, device: str) -> dict:
-    """An armed replay's start: what every replay needs before the submission (imports, the task library, the
-    CUDA context, Triton's driver), then the spec, whenever `gather` sends it. No kernel is launched here: every
-    launch ncu records stays the submission's."""
+def replay(spec: dict) -> None:
+    _own_output()
+    _quiet_triton_benchmarks()
+    run(prepare(spec), spec)
+
+
+def armed_replay(fifo: Path, device: str, prep: Path | None) -> None:
+    """An armed replay: what every replay needs before the submission (imports, the task library, the CUDA context,
+    Triton's driver; with `prep`, the judge's case: its inputs and outputs), then the spec, whenever `gather` sends
+    it. No kernel is launched before the submission's: every launch ncu records stays the submission's."""
     import torch
 
     from kerneldojo.tasks import list_tasks
 
     from . import harness  # noqa: F401 (its imports, ahead)
 
+    _own_output()
+    _quiet_triton_benchmarks()
     list_tasks()
     torch.cuda.set_device(device)
     torch.empty(1, device=device)  # an allocation, no kernel
@@ -282,12 +315,14 @@ def wait_for_spec(fifo: Path, device: str) -> dict:
         runtime.driver.active.get_current_device()
     except Exception:  # no Triton here: a Triton submission then fails in the replay, and says so
         pass
-    with open(fifo) as spec:  # blocks until gather opens it, and reads until gather closes it
-        return json.loads(spec.read())
+    prepared = prepare(json.loads(prep.read_text())) if prep else None
+    with open(fifo) as sent:  # blocks until gather opens it, and reads until gather closes it
+        spec = json.loads(sent.read())
+    run(prepared or prepare(spec), spec)
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "--wait":
-        replay(wait_for_spec(Path(sys.argv[2]), sys.argv[3]))
+        armed_replay(Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]) if len(sys.argv) > 4 else None)
     else:
         replay(json.loads(Path(sys.argv[1]).read_text()))

@@ -147,13 +147,13 @@ class _Session:
             raise SubmissionError("prepare_reference is answered only by a worker that has loaded no submission")
         self.reference_calls = _reference_calls(self.device_spec, *args)
 
-    def op_arm_evidence(self) -> None:
+    def op_arm_evidence(self, prep: dict | None = None) -> None:
         """Start this worker's evidence replay under ncu ahead of its spec (`evidence_replay.arm`)."""
         if self.solution is not None or self.device_spec == "cpu":
             raise SubmissionError("arm_evidence is answered only by a GPU worker that has loaded no submission")
         from .evidence_replay import arm
 
-        arm(self.device_spec)
+        arm(self.device_spec, prep)
 
     def op_time_reference(self, l2_bytes: int, budget_s: float) -> TimeStats:
         if self.reference_calls is None:
