@@ -541,8 +541,8 @@ print("started as", rest[0], "for", spec["task"], file=sys.stderr)
 
 def test_an_armed_replay_takes_its_spec_through_a_fifo_and_a_dead_one_is_replaced(tmp_path):
     """`evidence_replay.arm` starts the replay under ncu before the spec exists; `gather` sends the spec to it, once;
-    the next gather (nothing armed), or one whose armed replay died first, starts its own from a spec file. Run in
-    a child: gather makes its process undumpable."""
+    the next gather (nothing armed), one whose armed replay died first, or one whose replay prepared another case,
+    starts its own from a spec file. Run in a child: gather makes its process undumpable."""
     import subprocess
     import sys
 
@@ -567,7 +567,12 @@ replay.arm("cuda:0")
 replay._armed["process"].kill()  # died before its spec
 replay._armed["process"].wait()
 after_death = gather()
-for got, how in ((armed, "--wait"), (plain, "/"), (after_death, "/")):
+case = {"task": "vector_add", "shape": {"n": 4}, "seeds": [1, 2], "outputs": [[[4], "float32"]]}
+replay.arm("cuda:0", case)
+prepared = gather()
+replay.arm("cuda:0", {**case, "seeds": [3, 4]})
+another_case = gather()
+for got, how in ((armed, "--wait"), (plain, "/"), (after_death, "/"), (prepared, "--wait"), (another_case, "/")):
     assert got["armed"] is (how == "--wait") and set(got["seconds"]) == {"wait", "replay"}
     assert got["returncode"] == 0 and got["outputs"] == [[bytes([1]) * 16], [bytes([2]) * 16]], got
     assert got["stderr"].startswith("started as " + how) and "add_kernel" in got["csv"], got["stderr"]
