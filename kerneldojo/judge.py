@@ -240,10 +240,6 @@ class Judge:
         if self.profile and self.device.mode == "cpu":
             result.ncu = NcuProfile(note=NO_GPU_PROFILE)
         drawn = self.evidence == "always" or (self.evidence == "sampled" and secrets.randbelow(EVIDENCE_ONE_IN) == 0)
-        if self.timed and drawn and self.isolation == "process" and not task.spec.distributed:
-            # Its replay readies (its inputs too) while this step runs.
-            arm_evidence_replays(self.device, self.limits, functools.partial(self._draw_evidence_case, task),
-                                 task_ref(task))
         with _phase(result, "compile"):
             build = compile_submission(task, source, language, self.device.arch)
             if isinstance(source, BuildsAhead):  # an adapter's wrapped solution: its load_inline calls, built ahead
@@ -263,6 +259,10 @@ class Judge:
         if self.timed:  # before any submission code runs, so nothing it leaves behind can slow the reference
             with _phase(result, "reference"):
                 reference_times = {str(case): self._reference_times_for(task, case) for case in task.cases("bench")}
+        if self.timed and drawn and self.isolation == "process" and not task.spec.distributed:
+            # Its replay readies (its inputs too) while this step runs; not while the reference is timed above.
+            arm_evidence_replays(self.device, self.limits, functools.partial(self._draw_evidence_seeds, task),
+                                 task_ref(task))
         with _phase(result, "worker_start"):
             if task.spec.distributed:
                 solution = self._collective(task, build, devices)
@@ -313,33 +313,29 @@ class Judge:
         """The evidence pass: a bench case drawn at random, replayed under Nsight Compute by a fresh worker, and
         checked here against what the worker claimed (`graders.evidence`). Flags raise `Flagged`; a pass that
         cannot be made (no ncu, no counters, another backend) says why in `result.evidence.note`."""
+        case = secrets.choice(task.cases("bench"))  # drawn now: nothing armed ahead depends on it (round 25)
+        timing = next(t for t in result.timings if t.case == str(case))
         replayable = self.isolation == "process" and not task.spec.distributed
-        armed, drawn = take_armed_replay(self.device, self.limits, task_ref(task)) if replayable else (None, None)
-        try:
-            drawn = drawn or self._draw_evidence_case(task, specs=False)
-            case = next(c for c in task.cases("bench") if c.shape == drawn["shape"])
-            timing = next(t for t in result.timings if t.case == str(case))
-        except BaseException:
-            if armed is not None:
-                armed.stop()
-            raise
+        armed, prep = take_armed_replay(self.device, self.limits, task_ref(task)) if replayable else (None, None)
+        # The armed replay's seeds for this case, as this judge drew them (never read back from a worker).
+        seeds = next((c["seeds"] for c in (prep or {}).get("cases", []) if c["shape"] == case.shape),
+                     [secrets.randbits(31) for _ in range(REPLAY_CALLS)])
         claimed = timing.scored_ms  # what the speedup pays (red team round 14: the worker's kernel time was checked
         # here while its busy time was paid, and it reported one honest, the other cut)
         result.evidence = Evidence(case=str(case), claimed_ms=claimed)
         with _phase(result, "evidence"), self._gpu.profiler(), self._gpu.shared():
-            fired = self._gather_evidence(task, build, own, case, drawn["seeds"], armed, claimed, result.evidence)
+            fired = self._gather_evidence(task, build, own, case, seeds, armed, claimed, result.evidence)
         if result.evidence.own_share is not None and result.kernel_coverage is not None:  # the judge's figure bounds it
             result.kernel_coverage = min(result.kernel_coverage, result.evidence.own_share)
         if fired:
             raise Flagged(fired)
 
-    def _draw_evidence_case(self, task: Task, specs: bool = True) -> dict:
-        """The case and seeds of an evidence replay, drawn here; with `specs`, its outputs' sizes and dtypes, for a
-        replay armed ahead (`sandbox.process.arm_evidence_replays`) that makes its inputs before the step needs it."""
-        case = secrets.choice(task.cases("bench"))
-        seeds = [secrets.randbits(31) for _ in range(REPLAY_CALLS)]
-        drawn = {"task": task_ref(task), "shape": case.shape, "seeds": seeds}
-        return {**drawn, "outputs": self._output_specs(task, case)} if specs else drawn
+    def _draw_evidence_seeds(self, task: Task) -> dict:
+        """For a replay armed ahead (`sandbox.process.arm_evidence_replays`), which makes every bench case's inputs
+        before the step needs one: each case's seeds, drawn here, and its outputs' sizes and dtypes."""
+        return {"task": task_ref(task), "cases": [
+            {"shape": case.shape, "seeds": [secrets.randbits(31) for _ in range(REPLAY_CALLS)],
+             "outputs": self._output_specs(task, case)} for case in task.cases("bench")]}
 
     def _output_specs(self, task: Task, case: Case) -> list:
         """[[size], dtype] of each output of the reference at `case` (computed once per judge, on this GPU)."""

@@ -438,10 +438,11 @@ def _top_up(queue_: list[_Worker], device: Device, limits: dict) -> None:
 
 # Workers whose evidence replay is already started under ncu and waiting for its spec (`evidence_replay.arm`):
 # that start (a fresh Python, torch, the task library, a CUDA context, under ncu) was 10-17 s of a 17.5 s evidence
-# pass on an H100 machine (2026-11-25, `bench_evidence_cost.py`). Armed in the background, ARMED_REPLAYS per host
-# at most (KERNELDOJO_ARMED_REPLAYS; each holds two CUDA contexts while it waits), for the device and limits last
-# asked for (a judge moving to a task of other limits drops the others); used for nothing else.
+# pass on an H100 machine (2026-11-25, `bench_evidence_cost.py`). Armed in the background, ARMED_REPLAYS per task
+# (KERNELDOJO_ARMED_REPLAYS), ARMED_TOTAL in all (each holds two CUDA contexts and its case's inputs while it
+# waits; the tasks least recently asked for lose theirs first); used for nothing else.
 ARMED_REPLAYS = max(0, int(os.environ.get("KERNELDOJO_ARMED_REPLAYS", 2)))
+ARMED_TOTAL = 2 * ARMED_REPLAYS  # over every task and device of this judge process
 _armed: dict[tuple, list[_Worker]] = {}
 _arming: dict[tuple, int] = {}  # per key, armings under way
 _closing = threading.Event()  # set at the judge's exit: an arming that ends later stops its worker
@@ -458,11 +459,15 @@ def arm_evidence_replays(device: Device, limits: dict | None = None, draw: Calla
     spare_key, limits = _spare_key(device, limits)
     key = (spare_key, task_key)
     with _spares_lock:
-        dropped = [w for other, queue_ in _armed.items() if other != key for w in queue_]
-        _armed.update({other: [] for other in _armed if other != key})
-        queue_ = _armed.setdefault(key, [])
+        queue_ = _armed.pop(key, [])
+        _armed[key] = queue_  # the most recently asked for last: the others are dropped first
         queue_[:] = [w for w in queue_ if w.process.is_alive()]
-        for _ in range(ARMED_REPLAYS - len(queue_) - _arming.get(key, 0)):
+        wanted = max(ARMED_REPLAYS - len(queue_) - _arming.get(key, 0), 0)
+        dropped = []
+        for other in list(_armed)[:-1]:  # a mixed batch keeps several tasks armed, ARMED_TOTAL workers at most
+            while _armed[other] and sum(map(len, _armed.values())) + sum(_arming.values()) + wanted > ARMED_TOTAL:
+                dropped.append(_armed[other].pop(0))
+        for _ in range(wanted):
             _arming[key] = _arming.get(key, 0) + 1
             # A daemon: the judge's exit never waits for a worker's start (its worker dies with the judge).
             threading.Thread(target=_arm_one, args=(key, device, limits, draw), daemon=True).start()

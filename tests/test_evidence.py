@@ -541,8 +541,8 @@ print("started as", rest[0], "for", spec["task"], file=sys.stderr)
 
 def test_an_armed_replay_takes_its_spec_through_a_fifo_and_a_dead_one_is_replaced(tmp_path):
     """`evidence_replay.arm` starts the replay under ncu before the spec exists; `gather` sends the spec to it, once;
-    the next gather (nothing armed), one whose armed replay died first, or one whose replay prepared another case,
-    starts its own from a spec file. Run in a child: gather makes its process undumpable."""
+    the next gather (nothing armed), one whose armed replay died first, or one whose replay prepared other seeds for
+    the case asked for, starts its own from a spec file. Run in a child: gather makes its process undumpable."""
     import subprocess
     import sys
 
@@ -567,10 +567,11 @@ replay.arm("cuda:0")
 replay._armed["process"].kill()  # died before its spec
 replay._armed["process"].wait()
 after_death = gather()
-case = {"task": "vector_add", "shape": {"n": 4}, "seeds": [1, 2], "outputs": [[[4], "float32"]]}
-replay.arm("cuda:0", case)
+case = {"shape": {"n": 4}, "seeds": [1, 2], "outputs": [[[4], "float32"]]}
+other = {"shape": {"n": 8}, "seeds": [5, 6], "outputs": [[[8], "float32"]]}
+replay.arm("cuda:0", {"task": "vector_add", "cases": [other, case]})
 prepared = gather()
-replay.arm("cuda:0", {**case, "seeds": [3, 4]})
+replay.arm("cuda:0", {"task": "vector_add", "cases": [other, {**case, "seeds": [3, 4]}]})
 another_case = gather()
 for got, how in ((armed, "--wait"), (plain, "/"), (after_death, "/"), (prepared, "--wait"), (another_case, "/")):
     assert got["armed"] is (how == "--wait") and set(got["seconds"]) == {"wait", "replay"}
@@ -581,3 +582,52 @@ print("fine")
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}, cwd=tmp_path)
     assert done.stdout.strip() == "fine", done.stderr[-3000:]
+
+
+def test_armed_replays_are_kept_per_task_and_the_least_recently_asked_for_go_first(monkeypatch):
+    """A mixed batch keeps several tasks' replays armed, ARMED_TOTAL at most; a task asked for again keeps its own.
+    The case each prepared is the judge's record, handed back with the worker."""
+    import dataclasses
+    import threading
+
+    from kerneldojo.sandbox import process
+    from kerneldojo.sandbox.device import resolve_device
+
+    class Alive:
+        def is_alive(self):
+            return True
+
+        def join(self, timeout=None):
+            pass
+
+    stopped, done = [], threading.Semaphore(0)
+
+    class Worker:
+        def __init__(self, prep):
+            self.prep, self.process = prep, Alive()
+
+        def stop(self):
+            stopped.append(self.prep["task"])
+
+    def arm_one(key, device, limits, draw):
+        with process._spares_lock:
+            process._armed[key].append(Worker(draw()))
+            process._arming[key] -= 1
+        done.release()
+
+    monkeypatch.setattr(process, "_arm_one", arm_one)
+    monkeypatch.setattr(process, "_stop_all", lambda workers: [w.stop() for w in workers])
+    monkeypatch.setattr(process, "_armed", {})
+    monkeypatch.setattr(process, "_arming", {})
+    monkeypatch.setattr(process, "ARMED_REPLAYS", 2)
+    monkeypatch.setattr(process, "ARMED_TOTAL", 4)
+    gpu = dataclasses.replace(resolve_device("cpu"), mode="gpu")
+    for task in ("a", "b", "a", "c"):
+        process.arm_evidence_replays(gpu, {}, lambda task=task: {"task": task}, task)
+        while process._arming.get((process._spare_key(gpu, {})[0], task)):
+            done.acquire(timeout=5)
+    armed = {key[1]: [w.prep["task"] for w in queue_] for key, queue_ in process._armed.items()}
+    assert armed == {"b": [], "a": ["a", "a"], "c": ["c", "c"]} and sorted(stopped) == ["b", "b"]
+    worker, prep = process.take_armed_replay(gpu, {}, "c")
+    assert prep == {"task": "c"} and worker.prep is prep
+    assert process.take_armed_replay(gpu, {}, "d") == (None, None)

@@ -53,8 +53,8 @@ def test_honest_submissions_pass_the_evidence_pass(judge, task, language, source
 
 
 def test_an_armed_replay_made_its_inputs_ahead_and_the_honest_kernel_passes_it(judge):
-    """A replay armed ahead (`sandbox.process.arm_evidence_replays`) with the judge's draw of the case: the step
-    takes it, and the honest kernel passes as with a replay started on the spot."""
+    """A replay armed ahead (`sandbox.process.arm_evidence_replays`) with the judge's seeds for every bench case: the
+    step takes it, and the honest kernel passes as with a replay started on the spot."""
     import functools
     import time
 
@@ -63,7 +63,7 @@ def test_an_armed_replay_made_its_inputs_ahead_and_the_honest_kernel_passes_it(j
 
     task = get_task("vector_add")
     key = (process._spare_key(judge.device, judge.limits)[0], task_ref(task))
-    process.arm_evidence_replays(judge.device, judge.limits, functools.partial(judge._draw_evidence_case, task),
+    process.arm_evidence_replays(judge.device, judge.limits, functools.partial(judge._draw_evidence_seeds, task),
                                  task_ref(task))
     deadline = time.monotonic() + 120
     while not process._armed.get(key) and time.monotonic() < deadline:

@@ -75,9 +75,10 @@ _armed: dict | None = None
 
 def arm(device: str, prep: dict | None = None) -> None:
     """Start the replay under ncu now, before any submission is known: it imports torch and the task library and
-    makes its CUDA context (seconds that no step should wait for), with `prep` ({"task", "shape", "seeds",
-    "outputs"}: the judge's draw of the case) also that case's inputs, launches no kernel, then waits on a FIFO for
-    the spec `gather` sends. What it runs before the spec is this module's code alone."""
+    makes its CUDA context (seconds that no step should wait for), with `prep` ({"task", "cases": [{"shape", "seeds",
+    "outputs"}, ...]}: every bench case, with the judge's seeds) also their inputs on the host, launches no kernel,
+    then waits on a FIFO for the spec `gather` sends, which names the case. What it runs before the spec is this
+    module's code alone."""
     global _armed
     from kerneldojo.graders.ncu import find_ncu
 
@@ -98,9 +99,12 @@ def arm(device: str, prep: dict | None = None) -> None:
 
 
 def _prepared_for(armed: dict, spec: dict) -> bool:
-    """An armed replay serves this spec: it prepared nothing, or exactly this case."""
+    """An armed replay serves this spec: it prepared nothing, or this task with this case's seeds and outputs."""
     prep = armed["prep"]
-    return prep is None or all(prep[k] == spec[k] for k in ("task", "device", "shape", "seeds", "outputs"))
+    if prep is None:
+        return True
+    asked = {k: spec[k] for k in ("shape", "seeds", "outputs")}
+    return prep["task"] == spec["task"] and prep["device"] == spec["device"] and asked in prep["cases"]
 
 
 def _profiled(ncu: str, arguments: list[str]) -> list[str]:
@@ -246,35 +250,37 @@ def _own_output() -> None:
 
 
 def prepare(spec: dict) -> tuple:
-    """Everything made before the submission loads: its inputs from the judge's seeds and its poisoned outputs, made
-    on the host and copied (copies, not kernels). Seconds for a large case (vector_add's 134M elements: 2 GB of
-    normal samples on one core), which an armed replay spends before any step waits for it."""
+    """Everything made before the submission loads, on the host: the inputs of one case from the judge's seeds and
+    its poisoned outputs. Seconds for a large case (vector_add's 134M elements: 2 GB of normal samples on one core),
+    which an armed replay spends, for every bench case, before any step waits for it."""
     import torch
 
     from kerneldojo.graders.correctness import poisoned_like
-    from kerneldojo.sandbox.device import resolve_device
     from kerneldojo.tasks import get_task
 
-    task, device = get_task(spec["task"]), resolve_device(spec["device"])
-    shape, cpu = spec["shape"], torch.device("cpu")
+    task, cpu = get_task(spec["task"]), torch.device("cpu")
     templates = tuple(torch.empty(size, dtype=getattr(torch, dtype)) for size, dtype in spec["outputs"])
-    sets = [tuple(_to_device(t, device.torch_device) for t in task.reference.make_inputs(shape, seed, cpu))
-            for seed in spec["seeds"]]
-    out_sets = [tuple(_to_device(t, device.torch_device) for t in poisoned_like(templates)) for _ in sets]
-    torch.cuda.synchronize(device.torch_device)
-    return task, device, shape, templates, sets, out_sets
+    sets = [task.reference.make_inputs(spec["shape"], seed, cpu) for seed in spec["seeds"]]
+    return task, spec["shape"], templates, sets, [poisoned_like(templates) for _ in sets]
 
 
 def run(prepared: tuple, spec: dict) -> None:
     """Load the submission, one call per input set, and write the outputs as raw bytes (no pickle)."""
     import torch
 
+    from kerneldojo.sandbox.device import resolve_device
     from kerneldojo.sandbox.protocol import Build
 
     from .harness import Solution
     from .syscall_filter import before_submission_code
 
-    task, device, shape, templates, sets, out_sets = prepared
+    task, shape, templates, host_sets, host_out_sets = prepared
+    device = resolve_device(spec["device"])
+    # Copied now, not while armed: the judge holds the GPU shared during this pass, never during another's timing.
+    sets, out_sets = ([tuple(_to_device(t, device.torch_device) for t in group) for group in groups]
+                      for groups in (host_sets, host_out_sets))
+    del host_sets, host_out_sets, prepared
+    torch.cuda.synchronize(device.torch_device)
     before_submission_code()
     build = Build(spec["language"], Path(spec["source_path"]), {d: Path(p) for d, p in spec["libraries"].items()})
     solution = Solution(task, build, device)
@@ -296,8 +302,9 @@ def replay(spec: dict) -> None:
 
 def armed_replay(fifo: Path, device: str, prep: Path | None) -> None:
     """An armed replay: what every replay needs before the submission (imports, the task library, the CUDA context,
-    Triton's driver; with `prep`, the judge's case: its inputs and outputs), then the spec, whenever `gather` sends
-    it. No kernel is launched before the submission's: every launch ncu records stays the submission's."""
+    Triton's driver; with `prep`, every bench case's inputs and outputs on the host), then the spec, whenever `gather`
+    sends it. No kernel is launched before the submission's, and nothing is copied to the GPU before the spec: every
+    launch ncu records stays the submission's, and no other judge's timing shares the GPU with the copies."""
     import torch
 
     from kerneldojo.tasks import list_tasks
@@ -315,10 +322,16 @@ def armed_replay(fifo: Path, device: str, prep: Path | None) -> None:
         runtime.driver.active.get_current_device()
     except Exception:  # no Triton here: a Triton submission then fails in the replay, and says so
         pass
-    prepared = prepare(json.loads(prep.read_text())) if prep else None
+    # Every bench case, whichever the judge draws later: nothing here depends on its draw (red team round 25: one
+    # prepared case showed in the replay's memory, which other workers of the host can read in /proc/<pid>/status).
+    drawn = json.loads(prep.read_text()) if prep else {"cases": []}
+    cases = drawn["cases"]
+    prepared = [prepare({**case, "task": drawn["task"]}) for case in cases]
     with open(fifo) as sent:  # blocks until gather opens it, and reads until gather closes it
         spec = json.loads(sent.read())
-    run(prepared or prepare(spec), spec)
+    chosen = next((p for p, case in zip(prepared, cases) if case["shape"] == spec["shape"]), None)
+    del prepared
+    run(chosen or prepare(spec), spec)
 
 
 if __name__ == "__main__":
