@@ -262,7 +262,7 @@ class Judge:
         if self.timed and drawn and self.isolation == "process" and not task.spec.distributed:
             # Its replay readies (its inputs too) while this step runs; not while the reference is timed above.
             arm_evidence_replays(self.device, self.limits, functools.partial(self._draw_evidence_seeds, task),
-                                 task_ref(task))
+                                 _task_key(task))
         with _phase(result, "worker_start"):
             if task.spec.distributed:
                 solution = self._collective(task, build, devices)
@@ -316,7 +316,7 @@ class Judge:
         case = secrets.choice(task.cases("bench"))  # drawn now: nothing armed ahead depends on it (round 25)
         timing = next(t for t in result.timings if t.case == str(case))
         replayable = self.isolation == "process" and not task.spec.distributed
-        armed, prep = take_armed_replay(self.device, self.limits, task_ref(task)) if replayable else (None, None)
+        armed, prep = take_armed_replay(self.device, self.limits, _task_key(task)) if replayable else (None, None)
         # The armed replay's seeds for this case, as this judge drew them (never read back from a worker).
         seeds = next((c["seeds"] for c in (prep or {}).get("cases", []) if c["shape"] == case.shape),
                      [secrets.randbits(31) for _ in range(REPLAY_CALLS)])
@@ -339,7 +339,7 @@ class Judge:
 
     def _output_specs(self, task: Task, case: Case) -> list:
         """[[size], dtype] of each output of the reference at `case` (computed once per judge, on this GPU)."""
-        key = (task_ref(task), str(case))
+        key = (_task_key(task), str(case))
         if key not in self._specs:
             with self._gpu.shared():
                 expected = task.expected(*task.reference.make_inputs(case.shape, 0, self.device.torch_device),
@@ -779,6 +779,11 @@ def _default_reference_cache() -> Path:
 @functools.cache
 def _compiled_reference(task_id: str):
     return torch.compile(get_task(task_id).reference.reference)
+
+
+def _task_key(task: Task) -> str:
+    """A task's identity as a key: its id and its files' version (an adapter's task_ref is a dict of its files)."""
+    return f"{task.id}@{task_content_hash(task.folder)}"
 
 
 def _geomean(values: list[float | None]) -> float | None:

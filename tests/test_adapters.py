@@ -235,3 +235,16 @@ def test_a_solution_that_asks_to_be_skipped_gets_a_failures_reward_and_an_unread
     unreadable = "from torch.utils.cpp_extension import load_inline\nif False:\n    load_inline(name={[]: 1})\n"
     assert runtime.load_inline_calls(unreadable) == []
     assert problem.evaluate(unreadable + wrong.split("\n", 1)[1], judge).status != "skipped"
+
+
+def test_an_adapted_problem_can_be_armed_for_the_evidence_pass():
+    """On an H100 (2026-11-25) every KernelBench step failed with `TypeError: unhashable type: 'dict'`: the armed
+    replays were keyed by task_ref, which is a dict of files for an adapter's task. The keys and the draw, on the
+    CPU."""
+    from kerneldojo.judge import _task_key
+
+    task = kernelbench.load(KB_LEVEL / "1_scaled_tanh.py").task
+    judge = Judge("cpu", result_cache=None)
+    drawn = judge._draw_evidence_seeds(task)
+    assert isinstance(_task_key(task), str) and len(drawn["cases"]) == len(task.cases("bench"))
+    assert all(len(c["seeds"]) == 2 and c["outputs"] for c in drawn["cases"]) and drawn["task"]["id"] == task.id

@@ -58,13 +58,13 @@ def test_an_armed_replay_made_its_inputs_ahead_and_the_honest_kernel_passes_it(j
     import functools
     import time
 
+    from kerneldojo.judge import _task_key
     from kerneldojo.sandbox import process
-    from kerneldojo.tasks import task_ref
 
     task = get_task("vector_add")
-    key = (process._spare_key(judge.device, judge.limits)[0], task_ref(task))
+    key = (process._spare_key(judge.device, judge.limits)[0], _task_key(task))
     process.arm_evidence_replays(judge.device, judge.limits, functools.partial(judge._draw_evidence_seeds, task),
-                                 task_ref(task))
+                                 _task_key(task))
     deadline = time.monotonic() + 120
     while not process._armed.get(key) and time.monotonic() < deadline:
         time.sleep(0.5)
