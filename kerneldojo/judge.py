@@ -239,7 +239,6 @@ class Judge:
     def _grade(self, task: Task, source: str, language: str, result: EvalResult) -> None:
         if self.profile and self.device.mode == "cpu":
             result.ncu = NcuProfile(note=NO_GPU_PROFILE)
-        drawn = self.evidence == "always" or (self.evidence == "sampled" and secrets.randbelow(EVIDENCE_ONE_IN) == 0)
         with _phase(result, "compile"):
             build = compile_submission(task, source, language, self.device.arch)
             if isinstance(source, BuildsAhead):  # an adapter's wrapped solution: its load_inline calls, built ahead
@@ -259,8 +258,10 @@ class Judge:
         if self.timed:  # before any submission code runs, so nothing it leaves behind can slow the reference
             with _phase(result, "reference"):
                 reference_times = {str(case): self._reference_times_for(task, case) for case in task.cases("bench")}
-        if self.timed and drawn and self.isolation == "process" and not task.spec.distributed:
-            # Its replay readies (its inputs too) while this step runs; not while the reference is timed above.
+        if self.timed and self.evidence != "off" and self.isolation == "process" and not task.spec.distributed:
+            # Its replay readies (its inputs too) while this step runs; not while the reference is timed above. On
+            # every timed step, drawn or not: a worker sees replays start (red team round 26: in sampled mode, one
+            # started only on drawn steps told the submission when it was watched).
             arm_evidence_replays(self.device, self.limits, functools.partial(self._draw_evidence_seeds, task),
                                  _task_key(task))
         with _phase(result, "worker_start"):
@@ -293,7 +294,9 @@ class Judge:
                 self._ncu(task, solution, result)
         finally:
             solution.close()
-        if self.timed and drawn:  # the worker is gone: nothing of it runs beside the replay
+        # Drawn now that the worker is gone: nothing it could observe depended on the draw.
+        drawn = self.evidence == "always" or (self.evidence == "sampled" and secrets.randbelow(EVIDENCE_ONE_IN) == 0)
+        if self.timed and drawn:  # nothing of the worker runs beside the replay
             self._evidence(task, build, own, result)
         if self.device.mode == "cpu":
             result.messages.append(CPU_MODE_NOTE)

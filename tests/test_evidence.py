@@ -631,3 +631,24 @@ def test_armed_replays_are_kept_per_task_and_the_least_recently_asked_for_go_fir
     worker, prep = process.take_armed_replay(gpu, {}, "c")
     assert prep == {"task": "c"} and worker.prep is prep
     assert process.take_armed_replay(gpu, {}, "d") == (None, None)
+
+
+def test_sampled_evidence_arms_on_every_timed_step_and_draws_after_the_worker_is_gone(monkeypatch):
+    """Red team round 26: in sampled mode replays were armed only on drawn steps, and a submission that saw one start
+    (its command line in the host's /proc) knew it was watched. Arming may not depend on the draw, which is made
+    once the submission's worker is gone."""
+    import submissions as subs
+
+    from kerneldojo import judge as judge_mod
+
+    events = []
+    judge = judge_mod.Judge("cpu", evidence="sampled", result_cache=None)
+    judge.timed = True  # as on a GPU; the reference and the timing are stand-ins
+    monkeypatch.setattr(judge, "_reference_times_for", lambda task, case: (None, None))
+    monkeypatch.setattr(judge, "_time", lambda task, solution, result, times: events.append("time"))
+    monkeypatch.setattr(judge_mod, "arm_evidence_replays", lambda *args: events.append("arm"))
+    monkeypatch.setattr(judge_mod.secrets, "randbelow", lambda n: events.append("draw") or 1)  # never drawn
+    for _ in range(2):
+        result = judge.evaluate("vector_add", subs.VECTOR_ADD_TRITON, "triton")
+        assert result.status == "ok" and result.evidence is None, result.messages
+    assert events == ["arm", "time", "draw"] * 2

@@ -279,7 +279,8 @@ def run(prepared: tuple, spec: dict) -> None:
     # Copied now, not while armed: the judge holds the GPU shared during this pass, never during another's timing.
     sets, out_sets = ([tuple(_to_device(t, device.torch_device) for t in group) for group in groups]
                       for groups in (host_sets, host_out_sets))
-    del host_sets, host_out_sets, prepared
+    host_sets.clear()  # the host copies go now, whoever else holds the lists (round 26: they stayed through ncu)
+    host_out_sets.clear()
     torch.cuda.synchronize(device.torch_device)
     before_submission_code()
     build = Build(spec["language"], Path(spec["source_path"]), {d: Path(p) for d, p in spec["libraries"].items()})
