@@ -513,9 +513,14 @@ def _spare_key(device: Device, limits: dict | None) -> tuple[tuple, dict]:
 
 
 @atexit.register
-def _stop_spares() -> None:
-    """At the judge's exit: spare and armed workers and their cgroups go too (runs before multiprocessing's own)."""
+def _at_exit() -> None:
+    """At the judge's exit: spare and armed workers and their cgroups go too (runs before multiprocessing's own),
+    and an arming that ends later stops its own worker."""
     _closing.set()
+    _stop_spares()
+
+
+def _stop_spares() -> None:
     with _spares_lock:
         spares = [worker for pool in (_spares, _armed) for queue_ in pool.values() for worker in queue_]
         _spares.clear()

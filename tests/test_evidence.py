@@ -619,6 +619,7 @@ def test_armed_replays_are_kept_per_task_and_the_least_recently_asked_for_go_fir
     monkeypatch.setattr(process, "_stop_all", lambda workers: [w.stop() for w in workers])
     monkeypatch.setattr(process, "_armed", {})
     monkeypatch.setattr(process, "_arming", {})
+    monkeypatch.setattr(process, "_closing", threading.Event())  # another test may have run the exit's _stop_spares
     monkeypatch.setattr(process, "ARMED_REPLAYS", 2)
     monkeypatch.setattr(process, "ARMED_TOTAL", 4)
     gpu = dataclasses.replace(resolve_device("cpu"), mode="gpu")
