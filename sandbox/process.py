@@ -439,7 +439,7 @@ def _top_up(queue_: list[_Worker], device: Device, limits: dict) -> None:
 # Workers whose evidence replay is already started under ncu and waiting for its spec (`evidence_replay.arm`):
 # that start (a fresh Python, torch, the task library, a CUDA context, under ncu) was 10-17 s of a 17.5 s evidence
 # pass on an H100 machine (2026-11-25, `bench_evidence_cost.py`). Armed in the background, ARMED_REPLAYS per task
-# (KERNELDOJO_ARMED_REPLAYS), ARMED_TOTAL in all (each holds two CUDA contexts and its case's inputs while it
+# (KERNELDOJO_ARMED_REPLAYS), ARMED_TOTAL in all (each holds two CUDA contexts and every case's inputs while it
 # waits; the tasks least recently asked for lose theirs first); used for nothing else.
 ARMED_REPLAYS = max(0, int(os.environ.get("KERNELDOJO_ARMED_REPLAYS", 2)))
 ARMED_TOTAL = 2 * ARMED_REPLAYS  # over every task and device of this judge process
@@ -452,8 +452,8 @@ def arm_evidence_replays(device: Device, limits: dict | None = None, draw: Calla
                          task_key: str | None = None) -> None:
     """Top up the armed evidence replays for this device and `task_key` (no-op on the CPU): a judge calls it when a
     step may need one, so that the replay is ready by the time the step's timing is done. `draw()`, run for each
-    arming: the case the replay prepares ({"task", "shape", "seeds", "outputs"}: the judge's, kept here with the
-    worker for `take_armed_replay`)."""
+    arming: what the replay prepares ({"task", "cases": [{"shape", "seeds", "outputs"}, ...]}: every bench case with
+    the judge's seeds, kept here with the worker for `take_armed_replay`)."""
     if device.mode != "gpu" or ARMED_REPLAYS == 0 or _closing.is_set():
         return
     spare_key, limits = _spare_key(device, limits)
@@ -497,8 +497,8 @@ def _arm_one(key: tuple, device: Device, limits: dict, draw: Callable[[], dict] 
 
 def take_armed_replay(device: Device, limits: dict | None = None, task_key: str | None = None
                       ) -> tuple[_Worker | None, dict | None]:  # fmt: skip
-    """The oldest armed worker for this device and task and the case it prepared (the judge's draw, as this process
-    recorded it), or (None, None); for `evidence_in_worker(worker=...)`."""
+    """The oldest armed worker for this device and task and what it prepared (the judge's seeds, as this process
+    recorded them), or (None, None); for `evidence_in_worker(worker=...)`."""
     key = (_spare_key(device, limits)[0], task_key)
     with _spares_lock:
         queue_ = _armed.get(key, [])

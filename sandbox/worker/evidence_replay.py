@@ -69,7 +69,7 @@ def _nbytes(size: list[int], dtype: str) -> int:
     return math.prod(size) * getattr(torch, dtype).itemsize
 
 
-# This worker's replay, started under ncu ahead of its spec (`arm`): {"process", "folder", "fifo"}, or None.
+# This worker's replay, started under ncu ahead of its spec (`arm`): {"process", "folder", "fifo", "prep"}, or None.
 _armed: dict | None = None
 
 
