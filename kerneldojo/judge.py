@@ -43,6 +43,7 @@ from kerneldojo.graders.correctness import (
     check_inputs_unchanged,
     check_outputs,
     poisoned_like,
+    same_layout_copy,
 )  # fmt: skip
 from kerneldojo.graders.evidence import (
     MIN_OWN_SHARE,
@@ -73,7 +74,7 @@ from kerneldojo.result import (
     printable,
 )
 from kerneldojo.sandbox.backends import BACKENDS, check_isolation
-from kerneldojo.sandbox.device import Device, resolve_device, synchronize
+from kerneldojo.sandbox.device import Device, exported_memory, resolve_device, synchronize
 from kerneldojo.sandbox.docker import DockerConfig
 from kerneldojo.sandbox.gpu_lock import GPULock, gpu_lock
 from kerneldojo.sandbox.peers import CollectiveSolution, Unavailable, rank_devices, time_nccl_all_reduce
@@ -470,20 +471,21 @@ class Judge:
         worst = 0.0
         for case in cases:
             seen: list[tuple[tuple, tuple]] = []  # (outputs, expected) per seed, for the same-output check
-            inputs: tuple = ()
+            pristine: tuple = ()
             for seed in [*seeds, None]:
                 # The GPU is shared call by call, not for the whole phase: a slow call (honest or not) keeps
                 # other judges' timings waiting for one call's limit at most (red team round 21).
                 with self._gpu.shared():
                     if seed is None:  # last, the previous inputs with a few elements changed: a result cached
-                        inputs = _perturbed(inputs)  # under a sampled fingerprint of the inputs is stale here
+                        pristine = _perturbed(pristine)  # under a sampled fingerprint of the inputs is stale here
                     else:
-                        inputs = task.reference.make_inputs(case.shape, seed, self.device.torch_device)
-                    pristine = tuple(t.clone() for t in inputs)
+                        pristine = task.reference.make_inputs(case.shape, seed, self.device.torch_device)
                     expected = task.expected(*pristine, shape=case.shape)
-                    # Outputs the judge allocates hold NaN at first, then the previous seed's right answer:
-                    # a kernel must write every element whatever it finds there (no skipping "done" work).
-                    outputs = poisoned_like(expected) if not seen else tuple(t.clone() for t in seen[-1][1])
+                    with exported_memory(self.device):  # what the worker may map: nothing else in its segments
+                        inputs = tuple(same_layout_copy(t) for t in pristine)
+                        # Outputs the judge allocates hold NaN at first, then the previous seed's right answer:
+                        # a kernel must write every element whatever it finds there (no skipping "done" work).
+                        outputs = poisoned_like(expected) if not seen else tuple(t.clone() for t in seen[-1][1])
                     try:
                         got = solution.run(inputs, case.shape, outputs)
                     except SubmissionTimeout as e:

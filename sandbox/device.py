@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -65,3 +67,20 @@ def cuda_tool(name: str) -> str | None:
         if (Path(home) / "bin" / name).exists():
             return str(Path(home) / "bin" / name)
     return None
+
+
+@contextlib.contextmanager
+def exported_memory(device: Device) -> Iterator[None]:
+    """Allocations of this thread that a worker will map by CUDA IPC go to a memory pool of their own.
+
+    An IPC handle maps the caching allocator's whole segment, not the tensor: a worker that was sent the inputs
+    read and wrote whatever else of the judge's shared their segment, the reference's expected outputs included
+    (red team round 27, `cuMemGetAddressRange` then `cuMemcpyDtoH`). In a fresh pool the segments hold only what
+    is made here; their unused tails hold only memory this process had freed to the driver before (ended steps).
+    """
+    if device.mode != "gpu":
+        yield
+        return
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool, device=device.torch_device):
+        yield

@@ -1,7 +1,13 @@
 import pytest
 import torch
 
-from kerneldojo.graders.correctness import WrongOutput, check_inputs_unchanged, check_outputs, poisoned_like
+from kerneldojo.graders.correctness import (
+    WrongOutput,
+    check_inputs_unchanged,
+    check_outputs,
+    poisoned_like,
+    same_layout_copy,
+)
 from kerneldojo.tasks import Tolerance
 
 TOL = Tolerance(atol=1e-6, rtol=1e-6)
@@ -72,3 +78,21 @@ def test_modified_inputs_are_caught():
 def test_poison_is_nan_for_floats_and_min_for_ints():
     f, i = poisoned_like((torch.zeros(3), torch.zeros(3, dtype=torch.int32)))
     assert f.isnan().all() and (i == torch.iinfo(torch.int32).min).all()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(6, 5)[1:, ::2],                 # an offset and a stride into a larger storage
+    lambda: torch.randn(7, 1).expand(7, 4),             # stride 0: one element read by many
+    lambda: torch.randn(3, 4).t(),                      # transposed
+])
+def test_a_copy_sent_to_a_worker_keeps_the_inputs_layout_and_shares_no_memory(make):
+    """The judge sends workers copies of its inputs (made in `sandbox.device.exported_memory` on a GPU), so the
+    copies must keep storage offset and strides: a task's inputs may be views on purpose."""
+    t = make()
+    copy = same_layout_copy(t)
+    assert torch.equal(copy, t)
+    assert (copy.shape, copy.stride(), copy.storage_offset()) == (t.shape, t.stride(), t.storage_offset())
+    assert copy.untyped_storage().data_ptr() != t.untyped_storage().data_ptr()
+    original = t.clone()
+    torch.empty(0, dtype=torch.uint8).set_(copy.untyped_storage()).fill_(0)  # a worker's writes land in its copy
+    assert torch.equal(t, original) and not torch.equal(copy, t)

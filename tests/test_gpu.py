@@ -174,3 +174,21 @@ def test_host_gate_holds_the_gpu_until_opened_and_never_deadlocks():
         torch.cuda.synchronize()
 
     assert time_calls([waits_for_the_gpu], device, 1 << 20, min_runs=3, max_runs=3).runs == 3
+
+
+def test_what_a_worker_is_sent_shares_no_allocator_segment_with_the_judges_memory():
+    """A CUDA IPC handle maps its tensor's whole allocator segment (red team round 27: a worker read the judge's
+    expected outputs beside its inputs). Tensors made in `exported_memory` sit in segments of their own."""
+    from kerneldojo.sandbox.device import exported_memory, resolve_device
+
+    judges_before = torch.full((1000,), 7.0, device="cuda")
+    with exported_memory(resolve_device("cuda")):
+        sent = [torch.zeros(1000, device="cuda"), torch.zeros(3 << 20, device="cuda")]
+    judges_after = torch.full((1000,), 7.0, device="cuda")
+    for tensor in sent:
+        segment = next(s for s in torch.cuda.memory_snapshot()
+                       if s["address"] <= tensor.data_ptr() < s["address"] + s["total_size"])
+        span = range(segment["address"], segment["address"] + segment["total_size"])
+        assert judges_before.data_ptr() not in span and judges_after.data_ptr() not in span
+        live = [b for b in segment["blocks"] if b["state"] == "active_allocated"]
+        assert {b["address"] for b in live} <= {t.data_ptr() for t in sent}, live

@@ -299,7 +299,10 @@ class Solution:
     def _own_kernel_names(self) -> set[str]:
         names = triton_kernel_names(self.build.source_path.read_text()) if self.build.language in ("triton", "python") \
             else set()
-        for library in self.build.libraries.values():
+        # The judge's builds: the language's libraries and load_inline extensions built ahead, confined (their
+        # kernels were counted foreign here while the evidence pass counted them own: decoy_kernel on an honest
+        # KernelBench ModelNew, H200, 2026-11-27).
+        for library in (*self.build.libraries.values(), *self.build.extensions.values()):
             names |= native_kernel_names(library)
         return names
 
