@@ -191,6 +191,18 @@ class Build:
     cached: bool = False
     extensions: dict[str, Path] = field(default_factory=dict)  # load_inline module name -> prebuilt .so
 
+    def paths(self) -> dict:
+        """Where a replay in a child process loads this build from (JSON), its load_inline extensions included (a
+        replay without them built its own, in the worker's confinement, and failed at the file-size limit)."""
+        return {"language": self.language, "source_path": str(self.source_path),
+                "libraries": {d: str(p) for d, p in self.libraries.items()},
+                "extensions": {n: str(p) for n, p in self.extensions.items()}}
+
+    @classmethod
+    def from_paths(cls, spec: dict) -> Build:
+        return cls(spec["language"], Path(spec["source_path"]), {d: Path(p) for d, p in spec["libraries"].items()},
+                   extensions={n: Path(p) for n, p in spec["extensions"].items()})
+
 
 # Calls profiled after the timed ones, each on a freshly refilled input set (`harness.Solution.time`).
 PROFILED_CALLS = 10

@@ -154,9 +154,7 @@ def gather(task_id: str, build, shape: dict, seeds: list[int], output_specs: lis
         return {"unavailable": "ncu (Nsight Compute) is not on PATH nor in the CUDA toolkit"}
     deadline = time.monotonic() + limit_s
     specs = [[list(size), str(dtype).removeprefix("torch.")] for size, dtype in output_specs]
-    spec = {"task": task_id, "device": device, "language": build.language, "source_path": str(build.source_path),
-            "libraries": {d: str(p) for d, p in build.libraries.items()}, "shape": shape, "seeds": list(seeds),
-            "outputs": specs}
+    spec = {"task": task_id, "device": device, **build.paths(), "shape": shape, "seeds": list(seeds), "outputs": specs}
     armed, _armed = _armed, None  # one replay per arming: a second gather starts its own
     started = time.monotonic()
     used_armed = armed is not None and _prepared_for(armed, spec) and _send_spec(armed, spec, deadline)
@@ -283,8 +281,7 @@ def run(prepared: tuple, spec: dict) -> None:
     host_out_sets.clear()
     torch.cuda.synchronize(device.torch_device)
     before_submission_code()
-    build = Build(spec["language"], Path(spec["source_path"]), {d: Path(p) for d, p in spec["libraries"].items()})
-    solution = Solution(task, build, device)
+    solution = Solution(task, Build.from_paths(spec), device)
     results = [solution.run(inputs, shape, outputs, watch=False) for inputs, outputs in zip(sets, out_sets)]
     torch.cuda.synchronize(device.torch_device)
     for call, got in enumerate(results):

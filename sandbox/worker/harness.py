@@ -322,9 +322,8 @@ class Solution:
         if ncu is None:
             raise SubmissionError("no profile: ncu (Nsight Compute) not found on PATH or in the CUDA toolkit")
         folder = Path(tempfile.mkdtemp(prefix="ncu-"))
-        spec = {"task": self.task.id, "device": str(self.device.torch_device), "language": self.build.language,
-                "source_path": str(self.build.source_path), "shape": shape, "seed": 0, "calls": calls,
-                "libraries": {d: str(p) for d, p in self.build.libraries.items()},
+        spec = {"task": self.task.id, "device": str(self.device.torch_device), **self.build.paths(), "shape": shape,
+                "seed": 0, "calls": calls,
                 "outputs": [[list(size), str(dtype).removeprefix("torch.")] for size, dtype in output_specs]}
         (folder / "spec.json").write_text(json.dumps(spec))
         target = [sys.executable, "-m", "kerneldojo.sandbox.worker.ncu_replay", str(folder / "spec.json")]

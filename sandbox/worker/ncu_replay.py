@@ -25,7 +25,7 @@ from .syscall_filter import before_submission_code
 def replay(spec: dict) -> None:
     before_submission_code()
     task, device = get_task(spec["task"]), resolve_device(spec["device"])
-    build = Build(spec["language"], Path(spec["source_path"]), {d: Path(p) for d, p in spec["libraries"].items()})
+    build = Build.from_paths(spec)
     solution = Solution(task, build, device)
     shape = spec["shape"]
     inputs = task.reference.make_inputs(shape, spec["seed"], device.torch_device)
