@@ -74,7 +74,7 @@ from kerneldojo.result import (
     printable,
 )
 from kerneldojo.sandbox.backends import BACKENDS, check_isolation
-from kerneldojo.sandbox.device import Device, exported_memory, resolve_device, synchronize
+from kerneldojo.sandbox.device import Device, ExportedMemory, resolve_device, synchronize
 from kerneldojo.sandbox.docker import DockerConfig
 from kerneldojo.sandbox.gpu_lock import GPULock, gpu_lock
 from kerneldojo.sandbox.peers import CollectiveSolution, Unavailable, rank_devices, time_nccl_all_reduce
@@ -163,6 +163,7 @@ class Judge:
         self._reference_times: dict[str, dict | None] = self._load_reference_times()
         self._specs: dict[tuple[str, str], list] = {}  # per case, the reference's outputs' sizes (`_output_specs`)
         self._run_limits: dict[str, float] = {}  # task id -> seconds a run may take (`_run_limit_s`)
+        self._exported = ExportedMemory(self.device)  # inputs and outputs sent to workers by CUDA IPC, alone
         # Verdicts of identical submissions, on disk ("default": under the kerneldojo cache folder, unless
         # KERNELDOJO_RESULT_CACHE=off); None evaluates every submission anew.
         self.result_cache = ResultCache.default() if result_cache == "default" else (
@@ -481,7 +482,7 @@ class Judge:
                     else:
                         pristine = task.reference.make_inputs(case.shape, seed, self.device.torch_device)
                     expected = task.expected(*pristine, shape=case.shape)
-                    with exported_memory(self.device):  # what the worker may map: nothing else in its segments
+                    with self._exported.allocating():  # what the worker may map: nothing else in its segments
                         inputs = tuple(same_layout_copy(t) for t in pristine)
                         # Outputs the judge allocates hold NaN at first, then the previous seed's right answer:
                         # a kernel must write every element whatever it finds there (no skipping "done" work).

@@ -69,18 +69,25 @@ def cuda_tool(name: str) -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def exported_memory(device: Device) -> Iterator[None]:
-    """Allocations of this thread that a worker will map by CUDA IPC go to a memory pool of their own.
+class ExportedMemory:
+    """Where a judge allocates what a worker will map by CUDA IPC: a memory pool of that judge's own.
 
     An IPC handle maps the caching allocator's whole segment, not the tensor: a worker that was sent the inputs
     read and wrote whatever else of the judge's shared their segment, the reference's expected outputs included
-    (red team round 27, `cuMemGetAddressRange` then `cuMemcpyDtoH`). In a fresh pool the segments hold only what
-    is made here; their unused tails hold only memory this process had freed to the driver before (ended steps).
+    (red team round 27, `cuMemGetAddressRange` then `cuMemcpyDtoH`). This pool's segments hold only what a worker
+    of this judge is sent (inputs and poisoned outputs) or freed copies of it. One pool per judge, reused: a pool per
+    call was never returned to the driver while its blocks were shared, and eight judges ran out of an H200's memory.
     """
-    if device.mode != "gpu":
-        yield
-        return
-    pool = torch.cuda.MemPool()
-    with torch.cuda.use_mem_pool(pool, device=device.torch_device):
-        yield
+
+    def __init__(self, device: Device):
+        self.device = device
+        self.pool = torch.cuda.MemPool() if device.mode == "gpu" else None
+
+    @contextlib.contextmanager
+    def allocating(self) -> Iterator[None]:
+        """This thread's allocations go to the pool while inside."""
+        if self.pool is None:
+            yield
+            return
+        with torch.cuda.use_mem_pool(self.pool, device=self.device.torch_device):
+            yield

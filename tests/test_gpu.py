@@ -178,17 +178,24 @@ def test_host_gate_holds_the_gpu_until_opened_and_never_deadlocks():
 
 def test_what_a_worker_is_sent_shares_no_allocator_segment_with_the_judges_memory():
     """A CUDA IPC handle maps its tensor's whole allocator segment (red team round 27: a worker read the judge's
-    expected outputs beside its inputs). Tensors made in `exported_memory` sit in segments of their own."""
-    from kerneldojo.sandbox.device import exported_memory, resolve_device
+    expected outputs beside its inputs). Tensors made in `ExportedMemory.allocating` sit in segments of their own,
+    and the pool is reused, not grown, call after call."""
+    from kerneldojo.sandbox.device import ExportedMemory, resolve_device
 
-    judges_before = torch.full((1000,), 7.0, device="cuda")
-    with exported_memory(resolve_device("cuda")):
-        sent = [torch.zeros(1000, device="cuda"), torch.zeros(3 << 20, device="cuda")]
-    judges_after = torch.full((1000,), 7.0, device="cuda")
-    for tensor in sent:
-        segment = next(s for s in torch.cuda.memory_snapshot()
-                       if s["address"] <= tensor.data_ptr() < s["address"] + s["total_size"])
-        span = range(segment["address"], segment["address"] + segment["total_size"])
-        assert judges_before.data_ptr() not in span and judges_after.data_ptr() not in span
-        live = [b for b in segment["blocks"] if b["state"] == "active_allocated"]
-        assert {b["address"] for b in live} <= {t.data_ptr() for t in sent}, live
+    exported = ExportedMemory(resolve_device("cuda"))
+    reserved = []
+    for _ in range(5):
+        judges_before = torch.full((1000,), 7.0, device="cuda")
+        with exported.allocating():
+            sent = [torch.zeros(1000, device="cuda"), torch.zeros(3 << 20, device="cuda")]
+        judges_after = torch.full((1000,), 7.0, device="cuda")
+        for tensor in sent:
+            segment = next(s for s in torch.cuda.memory_snapshot()
+                           if s["address"] <= tensor.data_ptr() < s["address"] + s["total_size"])
+            span = range(segment["address"], segment["address"] + segment["total_size"])
+            assert judges_before.data_ptr() not in span and judges_after.data_ptr() not in span
+            live = [b for b in segment["blocks"] if b["state"] == "active_allocated"]
+            assert {b["address"] for b in live} <= {t.data_ptr() for t in sent}, live
+        del sent, judges_before, judges_after
+        reserved.append(torch.cuda.memory_reserved())
+    assert reserved[-1] == reserved[1], reserved
