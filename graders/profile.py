@@ -35,6 +35,11 @@ VENDOR_NAME = re.compile(r"nvjet|xmma|cublas|cudnn|cutlass|flash_fwd|fmha|^sm\d+
                          r"^gemv|^gemmk|^gemmSN|^splitKreduce", re.I)
 # A C++ kernel in these namespaces is torch's or a library's, whatever its base name.
 FOREIGN_NAMESPACES = ("at::", "c10::", "cub::", "thrust::", "cublas", "cudnn")
+# A kernel whose name mentions a vendor library's types anywhere (its template arguments, its parameters) is that
+# library's, whatever its base name: cuBLAS's `axpy_kernel_val<float, float>(cublasAxpyParamsVal<...>)` counted as a
+# submission's that defined an unlaunched `axpy_kernel_val` (red team round 28). Torch's types (at::, c10::) are
+# not here: an honest load_inline kernel takes `at::PackedTensorAccessor32` or is templated on `c10::Half`.
+VENDOR_TYPE = re.compile(r"\b(cublas|cudnn|cufft|curand|cusparse|cusolver|nccl)", re.I)
 # Inductor's generated Triton kernels (pointwise, reduction, persistent, template, foreach, split scan): torch's
 # work, which a submission could call past the operator watch through a graph it compiled (red team round 14).
 # Its names can be prefixed (`aot_inductor.model_name_for_generated_files`) or all be `triton_`
@@ -110,15 +115,25 @@ def foreign(name: str) -> bool:
     """A kernel that is torch's or a vendor library's by its full name, whatever base name it shares with one of
     the submission's (a submission's kernel named `vectorized_elementwise_kernel` does not make torch's its own)."""
     head = re.sub(r"^(void|static|__global__)\s+", "", name.strip())
-    return head.startswith(FOREIGN_NAMESPACES) or library_like(kernel_base_name(name))
+    return head.startswith(FOREIGN_NAMESPACES) or bool(VENDOR_TYPE.search(name)) or library_like(kernel_base_name(name))
 
 
 def kernel_base_name(name: str) -> str:
-    """'void ns::add_kernel<float>(float const*, ...)' -> 'add_kernel'."""
-    name = re.sub(r"^(void|static|__global__)\s+", "", name.strip())
-    name = re.sub(r"(\(anonymous namespace\)|<unnamed>)::", "", name)  # CUPTI's and ncu's spellings
-    head = re.split(r"[<(]", name, maxsplit=1)[0]
-    return head.rsplit("::", 1)[-1].strip()
+    """'void ns::add_kernel<float>(float const*, ...)' -> 'add_kernel'; the function's own identifier, not its return
+    type's (`std::enable_if<...>::type internal::gemvx::kernel<...>(...)` -> 'kernel')."""
+    name = re.sub(r"(\(anonymous namespace\)|<unnamed>)::", "", name.strip())  # CUPTI's and ncu's spellings
+    outside, depth = [], 0  # the characters outside template arguments, up to the parameter list
+    for ch in name:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif ch == "(" and depth == 0:
+            break
+        elif depth == 0:
+            outside.append(ch)
+    words = "".join(outside).split()
+    return words[-1].rsplit("::", 1)[-1] if words else ""
 
 
 def summarize_profile(kernels: list[KernelInterval], calls: int, own_names: set[str]) -> ProfileStats:

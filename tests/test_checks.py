@@ -185,6 +185,10 @@ def test_profile_summary_counts_overlap_once_and_sums_streams():
 def test_kernel_names_match_between_profile_and_cubin():
     assert kernel_base_name("void ns::add_kernel<float, 4>(float const*, float*, long)") == "add_kernel"
     assert kernel_base_name("softmax_kernel") == "softmax_kernel"
+    # The function's own name, not its return type's (red team round 28: cuBLAS's gemvx kernel read as `enable_if`).
+    assert kernel_base_name("std::enable_if<(bool)1, void>::type internal::gemvx::kernel<int, 7, false>"
+                            "(cublasGemvParamsEx<int, float>)") == "kernel"
+    assert kernel_base_name("void static_kernel<float>(float*)") == "static_kernel"
     assert _demangled_base("_Z10add_kernelPKfS0_Pfl") == "add_kernel"
     assert _demangled_base("_ZN2ns10add_kernelIfLi4EEEvPKfPfl") == "add_kernel"
     # An anonymous namespace (internal linkage, 'L'), as in the shipped CUDA matmul: named by the profile

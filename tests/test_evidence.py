@@ -653,3 +653,21 @@ def test_sampled_evidence_arms_on_every_timed_step_and_draws_after_the_worker_is
         result = judge.evaluate("vector_add", subs.VECTOR_ADD_TRITON, "triton")
         assert result.status == "ok" and result.evidence is None, result.messages
     assert events == ["arm", "time", "draw"] * 2
+
+
+def test_a_library_kernel_sharing_an_own_kernels_base_name_is_not_own():
+    """Red team round 28: a CUDA submission defined an unlaunched `axpy_kernel_val` and called cuBLAS's saxpy, whose
+    kernel has that base name; a name that mentions a vendor library's types is that library's."""
+    own = OwnKernels(native={"axpy_kernel_val", "relu_kernel", "add_kernel", "kernel"})
+    cublas = "void axpy_kernel_val<float, float>(cublasAxpyParamsVal<float, float, float>)"
+    gemvx = ("std::enable_if<(bool)1, void>::type internal::gemvx::kernel<int, int, float, float, 7, false, "
+             "cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float const>, float> >(cublasGemvParamsEx<int, "
+             "cublasGemvTensorStridedBatched<float const>, float>)")
+    assert cublas not in own and gemvx not in own and foreign(cublas) and foreign(gemvx)
+    # Honest kernels keep torch's types in their signatures (load_inline's accessors, AT_DISPATCH's c10::Half).
+    for honest in ("void relu_kernel(float const*, float*, long)",
+                   "void add_kernel<c10::Half>(c10::Half const*, c10::Half const*, c10::Half*, long)",
+                   "void relu_kernel<float>(at::GenericPackedTensorAccessor<float, 2ul, at::RestrictPtrTraits, int>)"):
+        assert honest in own and not foreign(honest), honest
+    found = figures([{"Kernel Name": cublas, "gpu__time_duration.sum": 0.01}], own)
+    assert found.own_share == 0 and found.vendor  # the evidence pass: vendor_kernel, not an own kernel's time
