@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from kerneldojo.graders.checks import message
-from kerneldojo.graders.profile import (  # noqa: F401 (triton_kernel_names re-exported)
+from kerneldojo.graders.profile import (  # noqa: F401 (OwnKernels, triton_kernel_names re-exported)
     VENDOR_KERNEL,
-    foreign,
-    kernel_base_name,
+    OwnKernels,
     library_like,
     triton_kernel_names,
 )
@@ -48,17 +47,6 @@ def check_own_names(names: set[str]) -> None:
         raise CompileError(f"kernel name(s) {', '.join(clashing[:5])} look like a vendor library's (cuBLAS, cuDNN, "
                            f"CUTLASS, flash attention) or torch's (Inductor's generated kernels), which the judge "
                            "must tell apart from yours; rename them")
-
-
-@dataclass
-class OwnKernels:
-    triton: set[str] = field(default_factory=set)  # matched exactly: ncu shows a Triton kernel by its bare name
-    native: set[str] = field(default_factory=set)  # base names of the library's __global__ functions
-
-    def __contains__(self, name: str) -> bool:
-        if name.strip() in self.triton:
-            return True
-        return kernel_base_name(name) in self.native and not foreign(name)
 
 
 @dataclass

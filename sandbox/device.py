@@ -6,6 +6,7 @@ import contextlib
 import functools
 import os
 import shutil
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,24 +71,29 @@ def cuda_tool(name: str) -> str | None:
 
 
 class ExportedMemory:
-    """Where a judge allocates what a worker will map by CUDA IPC: a memory pool of that judge's own.
+    """Where a judge allocates what a worker will map by CUDA IPC: memory pools of that judge's own, one per thread.
 
     An IPC handle maps the caching allocator's whole segment, not the tensor: a worker that was sent the inputs
     read and wrote whatever else of the judge's shared their segment, the reference's expected outputs included
-    (red team round 27, `cuMemGetAddressRange` then `cuMemcpyDtoH`). This pool's segments hold only what a worker
-    of this judge is sent (inputs and poisoned outputs) or freed copies of it. One pool per judge, reused: a pool per
-    call was never returned to the driver while its blocks were shared, and eight judges ran out of an H200's memory.
+    (red team round 27, `cuMemGetAddressRange` then `cuMemcpyDtoH`). A pool's segments hold only what a worker of
+    this judge's thread is sent (inputs and poisoned outputs) or freed copies of it. Per thread, since one judge may
+    run several steps at once (an RL framework's threads; red team round 29: their workers shared segments); reused
+    by the thread's next steps: a pool per call was never returned to the driver while its blocks were shared, and
+    eight judges ran out of an H200's memory.
     """
 
     def __init__(self, device: Device):
         self.device = device
-        self.pool = torch.cuda.MemPool() if device.mode == "gpu" else None
+        self._pools = threading.local()
 
     @contextlib.contextmanager
     def allocating(self) -> Iterator[None]:
-        """This thread's allocations go to the pool while inside."""
-        if self.pool is None:
+        """This thread's allocations go to its pool while inside."""
+        if self.device.mode != "gpu":
             yield
             return
-        with torch.cuda.use_mem_pool(self.pool, device=self.device.torch_device):
+        pool = getattr(self._pools, "pool", None)
+        if pool is None:
+            pool = self._pools.pool = torch.cuda.MemPool()
+        with torch.cuda.use_mem_pool(pool, device=self.device.torch_device):
             yield

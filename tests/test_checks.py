@@ -10,6 +10,7 @@ import torch
 from kerneldojo.graders.checks import Flagged
 from kerneldojo.graders.profile import (
     KernelInterval,
+    OwnKernels,
     _demangled_base,
     kernel_base_name,
     summarize_profile,
@@ -135,7 +136,7 @@ def _timing(median_ms: float, profile: ProfileStats | None = None) -> CaseTiming
 
 
 def _profile(kernels: list[KernelInterval], own: set[str]) -> ProfileStats:
-    return summarize_profile(kernels, calls=1, own_names=own)
+    return summarize_profile(kernels, calls=1, own_kernels=OwnKernels(native=own))
 
 
 def test_below_floor_fires_only_under_half_the_datasheet_floor():
@@ -177,7 +178,7 @@ def test_decoy_fires_when_the_submission_kernels_did_little_of_the_work():
 def test_profile_summary_counts_overlap_once_and_sums_streams():
     kernels = [KernelInterval("a", 1, 0, 1_000_000), KernelInterval("b", 2, 500_000, 1_500_000),
                KernelInterval("a", 1, 2_000_000, 3_000_000)]
-    p = summarize_profile(kernels, calls=2, own_names={"a"})
+    p = summarize_profile(kernels, calls=2, own_kernels=OwnKernels(native={"a"}))
     assert p.kernel_ms == pytest.approx(1.5) and p.busy_ms == pytest.approx(1.25)
     assert p.launches_per_call == 1.5 and p.streams == 2 and p.own_share == pytest.approx(2 / 3)
 

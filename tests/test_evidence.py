@@ -314,8 +314,23 @@ def test_a_kernel_named_like_torchs_or_a_vendors_never_makes_theirs_the_submissi
     kernels = [KernelInterval(torch_kernel, 7, 0, 1000), KernelInterval(cublas_kernel, 7, 1000, 2000),
                KernelInterval("add_kernel", 7, 2000, 2100)]
     own = {"vectorized_elementwise_kernel", cublas_kernel, "add_kernel"}
-    stats = summarize_profile(kernels, 1, own)
+    stats = summarize_profile(kernels, 1, OwnKernels(triton=own, native=own))
     assert abs(stats.own_share - 100 / 2100) < 1e-9
+
+
+def test_a_triton_kernel_named_like_a_torch_kernel_claims_it_nowhere():
+    """Red team round 29: a Triton kernel named `softmax_warp_forward` made torch's persistent softmax (in the global
+    anonymous namespace, so not `at::`) count as the submission's in the worker's profile, which matched Triton names
+    by base name; the evidence pass already matched them exactly. Both match exactly now."""
+    from kerneldojo.graders.profile import KernelInterval, summarize_profile
+
+    torchs = ("void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>(float*, "
+              "float const*, int, int, int, bool const*, int, bool)")
+    own = OwnKernels(triton={"softmax_warp_forward", "softmax_kernel"})
+    assert torchs not in own and "softmax_warp_forward" in own
+    stats = summarize_profile([KernelInterval(torchs, 7, 0, 1000), KernelInterval("softmax_kernel", 7, 1000, 1010)],
+                              1, own)
+    assert abs(stats.own_share - 10 / 1010) < 1e-9
 
 
 @pytest.mark.parametrize(("field", "value"), [("median_ms", float("nan")), ("min_ms", -1.0), ("own_share", 1.5),

@@ -1,5 +1,6 @@
 """On a GPU: every shipped solution and starter passes and is timed; failures keep their shape."""
 
+import threading
 import time
 
 import pytest
@@ -199,3 +200,18 @@ def test_what_a_worker_is_sent_shares_no_allocator_segment_with_the_judges_memor
         del sent, judges_before, judges_after
         reserved.append(torch.cuda.memory_reserved())
     assert reserved[-1] == reserved[1], reserved
+    # Another thread's steps (one judge, several RL rollouts at once) get segments of their own.
+    with exported.allocating():
+        here = torch.zeros(1000, device="cuda")
+    there = []
+    thread = threading.Thread(target=lambda: there.append(_allocated_in(exported)))
+    thread.start()
+    thread.join()
+    segment = next(s for s in torch.cuda.memory_snapshot()
+                   if s["address"] <= here.data_ptr() < s["address"] + s["total_size"])
+    assert not segment["address"] <= there[0].data_ptr() < segment["address"] + segment["total_size"]
+
+
+def _allocated_in(exported):
+    with exported.allocating():
+        return torch.zeros(1000, device="cuda")

@@ -153,7 +153,7 @@ def time_range_row(kernel, block: int, warps: int, n: int, passes: int, device, 
     each streams the arrays from DRAM (they are far larger than L2 when passes > 1)."""
     import torch
 
-    from kerneldojo.graders.profile import profile_calls, summarize_profile
+    from kerneldojo.graders.profile import OwnKernels, profile_calls, summarize_profile
     from kerneldojo.graders.timing import time_calls
 
     tiles = -(-n // block)
@@ -185,7 +185,8 @@ def time_range_row(kernel, block: int, warps: int, n: int, passes: int, device, 
     profiled = min(10, sets_n)
     for k in range(profiled):
         refill(k)
-    profile = summarize_profile(profile_calls(calls[:profiled], device, l2_bytes), profiled, {"add_kernel"})
+    profile = summarize_profile(profile_calls(calls[:profiled], device, l2_bytes), profiled,
+                                OwnKernels(triton={"add_kernel"}))
     moved = 12 * n * passes
     floor = 1e3 * moved / copy_bytes_per_s
     scored = max(stats.median_ms, profile.busy_ms)

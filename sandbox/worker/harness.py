@@ -28,7 +28,13 @@ from torch import Tensor
 
 from kerneldojo.graders.checks import message
 from kerneldojo.graders.correctness import check_inputs_unchanged, check_no_aliasing, poisoned_like
-from kerneldojo.graders.profile import native_kernel_names, profile_calls, summarize_profile, triton_kernel_names
+from kerneldojo.graders.profile import (
+    OwnKernels,
+    native_kernel_names,
+    profile_calls,
+    summarize_profile,
+    triton_kernel_names,
+)
 from kerneldojo.graders.timing import time_calls
 from kerneldojo.sandbox.device import Device
 from kerneldojo.sandbox.protocol import PLAIN_DATA, PROFILED_CALLS, Build, CompileError, SubmissionError, TimedRuns
@@ -296,21 +302,21 @@ class Solution:
         replied = [None if out is None else plain(out) for out in outputs]
         return TimedRuns(stats, profile, replied, time.perf_counter() - profile_started)
 
-    def _own_kernel_names(self) -> set[str]:
-        names = triton_kernel_names(self.build.source_path.read_text()) if self.build.language in ("triton", "python") \
-            else set()
+    def _own_kernel_names(self) -> OwnKernels:
+        own = OwnKernels(triton=triton_kernel_names(self.build.source_path.read_text())
+                         if self.build.language in ("triton", "python") else set())
         # The judge's builds: the language's libraries and load_inline extensions built ahead, confined (their
         # kernels were counted foreign here while the evidence pass counted them own: decoy_kernel on an honest
         # KernelBench ModelNew, H200, 2026-11-27).
         for library in (*self.build.libraries.values(), *self.build.extensions.values()):
-            names |= native_kernel_names(library)
-        return names
+            own.native |= native_kernel_names(library)
+        return own
 
-    def _own_kernels(self) -> set[str]:
-        names = set(self._own_names)
+    def _own_kernels(self) -> OwnKernels:
+        own = OwnKernels(set(self._own_names.triton), set(self._own_names.native))
         for library in _extensions_built_here():  # load_inline's (a KernelBench solution's), built at its run
-            names |= native_kernel_names(library)
-        return names
+            own.native |= native_kernel_names(library)
+        return own
 
     def ncu(self, shape: dict, output_specs: list, calls: int, limit_s: float) -> str:
         """Nsight Compute's CSV for `calls` calls at `shape`, from a replay in a child process (so under this
