@@ -34,7 +34,8 @@ VENDOR_KERNEL = re.compile(r"nvjet|xmma|cublas|cudnn|gemv|gemmk|gemm_|_gemm|cutl
 VENDOR_NAME = re.compile(r"nvjet|xmma|cublas|cudnn|cutlass|flash_fwd|fmha|^sm\d+_|^(ampere|volta|turing|hopper)_|"
                          r"^gemv|^gemmk|^gemmSN|^splitKreduce", re.I)
 # A C++ kernel in these namespaces is torch's or a library's, whatever its base name.
-FOREIGN_NAMESPACES = ("at::", "c10::", "cub::", "thrust::", "cublas", "cudnn")
+# (`at_cuda_detail::` is torch's wrapped CUB: red team round 29.)
+FOREIGN_NAMESPACES = ("at::", "at_cuda_detail::", "c10::", "cub::", "thrust::", "cublas", "cudnn")
 # A kernel whose name mentions a vendor library's types anywhere (its template arguments, its parameters) is that
 # library's, whatever its base name: cuBLAS's `axpy_kernel_val<float, float>(cublasAxpyParamsVal<...>)` counted as a
 # submission's that defined an unlaunched `axpy_kernel_val` (red team round 28). Torch's types (at::, c10::) are

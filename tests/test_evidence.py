@@ -328,6 +328,7 @@ def test_a_triton_kernel_named_like_a_torch_kernel_claims_it_nowhere():
               "float const*, int, int, int, bool const*, int, bool)")
     own = OwnKernels(triton={"softmax_warp_forward", "softmax_kernel"})
     assert torchs not in own and "softmax_warp_forward" in own
+    assert "void at_cuda_detail::cub::DeviceScanKernel<int>(int*)" not in OwnKernels(native={"DeviceScanKernel"})
     stats = summarize_profile([KernelInterval(torchs, 7, 0, 1000), KernelInterval("softmax_kernel", 7, 1000, 1010)],
                               1, own)
     assert abs(stats.own_share - 10 / 1010) < 1e-9
