@@ -39,8 +39,9 @@ FOREIGN_NAMESPACES = ("at::", "at_cuda_detail::", "c10::", "cub::", "thrust::", 
 # A kernel whose name mentions a vendor library's types anywhere (its template arguments, its parameters) is that
 # library's, whatever its base name: cuBLAS's `axpy_kernel_val<float, float>(cublasAxpyParamsVal<...>)` counted as a
 # submission's that defined an unlaunched `axpy_kernel_val` (red team round 28). Torch's types (at::, c10::) are
-# not here: an honest load_inline kernel takes `at::PackedTensorAccessor32` or is templated on `c10::Half`.
-VENDOR_TYPE = re.compile(r"\b(cublas|cudnn|cufft|curand|cusparse|cusolver|nccl)", re.I)
+# not here: an honest load_inline kernel takes `at::PackedTensorAccessor32` or is templated on `c10::Half`; nor is
+# cuRAND's: an honest kernel may take a `curandState*`.
+VENDOR_TYPE = re.compile(r"\b(cublas|cudnn|cufft|cusparse|cusolver|nccl)", re.I)
 # Inductor's generated Triton kernels (pointwise, reduction, persistent, template, foreach, split scan): torch's
 # work, which a submission could call past the operator watch through a graph it compiled (red team round 14).
 # Its names can be prefixed (`aot_inductor.model_name_for_generated_files`) or all be `triton_`

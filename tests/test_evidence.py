@@ -683,7 +683,8 @@ def test_a_library_kernel_sharing_an_own_kernels_base_name_is_not_own():
     # Honest kernels keep torch's types in their signatures (load_inline's accessors, AT_DISPATCH's c10::Half).
     for honest in ("void relu_kernel(float const*, float*, long)",
                    "void add_kernel<c10::Half>(c10::Half const*, c10::Half const*, c10::Half*, long)",
-                   "void relu_kernel<float>(at::GenericPackedTensorAccessor<float, 2ul, at::RestrictPtrTraits, int>)"):
+                   "void relu_kernel<float>(at::GenericPackedTensorAccessor<float, 2ul, at::RestrictPtrTraits, int>)",
+                   "void add_kernel(float*, curandStatePhilox4_32_10*, long)"):
         assert honest in own and not foreign(honest), honest
     found = figures([{"Kernel Name": cublas, "gpu__time_duration.sum": 0.01}], own)
     assert found.own_share == 0 and found.vendor  # the evidence pass: vendor_kernel, not an own kernel's time
