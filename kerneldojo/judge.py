@@ -577,10 +577,18 @@ class Judge:
         if kind == "compiled" and not self.time_compiled_reference:
             return None
         key = _reference_key(task, case, kind, self.device.name)
-        if key not in self._reference_times:
+        # Only torch.compile's failure is kept (it can fail on a platform for good; the eager figure still stands). A
+        # failed eager or NCCL measurement was cached as None, and every later step of the case had no speedup, which
+        # the reward pays as "correct, untimed": a slow kernel earned more, a fast one its bonus lost (red team round
+        # 30: another slot's worker can take the GPU's memory while the reference worker starts).
+        if key not in self._reference_times or (self._reference_times[key] is None and kind != "compiled"):
             try:
                 self._reference_times[key] = self._measure_reference(task, case, kind).model_dump()
-            except Exception as e:  # torch.compile can fail on a platform; the eager figure still stands
+            except Exception as e:
+                if kind != "compiled":
+                    raise Unavailable(f"{task.id} {case}: the judge could not time the {kind} reference, so this step "
+                                      f"has no speedup and was not judged ({type(e).__name__}: {e}); nothing was "
+                                      "stored: the next step measures it again") from None
                 warnings.warn(f"{task.id} {case}: timing the {kind} reference failed, so the case has no {kind} "
                               f"figure (kept in the cache until refresh_reference_times()): {type(e).__name__}: {e}",
                               RuntimeWarning, stacklevel=2)

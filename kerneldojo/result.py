@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
 SCHEMA_VERSION = 2
 
@@ -196,6 +197,17 @@ PHASES: dict[str, str] = {
 }
 
 
+def _finite_json(data: Any) -> Any:
+    """A float that JSON cannot hold ("nan", "inf", "-inf"), as the string pydantic reads back into the float."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return str(data)
+    if isinstance(data, dict):
+        return {k: _finite_json(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_finite_json(v) for v in data]
+    return data
+
+
 class EvalResult(BaseModel):
     schema_version: int = SCHEMA_VERSION
     task: str
@@ -247,3 +259,11 @@ class EvalResult(BaseModel):
         if self.speedup is not None:
             parts.append(f"{self.speedup:.2f}x eager")
         return ", ".join(parts)
+
+    @model_serializer(mode="wrap")
+    def _json_holds_no_nan(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        # A wrong output's NaN or inf (an unwritten element, an overflow) in a mismatch or a max error made the
+        # service's strict JSON fail with 500 on the submitter's job and on every token's leaderboard, and
+        # PostgreSQL's json column refuse the record (red team round 30): in JSON they are strings.
+        data = handler(self)
+        return _finite_json(data) if info.mode_is_json() else data

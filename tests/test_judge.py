@@ -212,6 +212,62 @@ def test_reference_is_timed_in_a_worker_and_cached(monkeypatch, tmp_path):
     assert len(asked) == 4
 
 
+def test_a_failed_eager_reference_timing_is_never_stored(monkeypatch, tmp_path):
+    """Red team round 30: one failed eager measurement (a reference worker out of memory while another slot's worker
+    held the GPU's) was cached as None for good, and every later step had no speedup, which the reward pays as
+    "correct, untimed". The step is `skipped` now, nothing is stored, and the next step measures again; a None left
+    in an older cache is measured again too."""
+    import kerneldojo.judge as judge_module
+    from kerneldojo.judge import Judge
+    from kerneldojo.result import TimeStats
+    from kerneldojo.sandbox.peers import Unavailable
+    from kerneldojo.sandbox.protocol import SubmissionError
+
+    stats = TimeStats(median_ms=1.0, mean_ms=1.1, min_ms=0.9, max_ms=2.0, iqr_ms=0.1, runs=10)
+    failing = [True]
+
+    def time_reference_in_worker(device, task, shape, kind, *args):
+        if failing[0]:
+            raise SubmissionError("CUDA out of memory")
+        return stats
+
+    monkeypatch.setattr(judge_module, "time_reference_in_worker", time_reference_in_worker)
+    cache = tmp_path / "reference_times.json"
+    judge = Judge("cpu", time_compiled_reference=False, reference_cache=cache)
+    judge.device = _fake_gpu()
+    task = get_task("vector_add")
+    case = task.cases("bench")[0]
+    with pytest.raises(Unavailable, match=r"could not time the eager reference.*measures it again"):
+        judge._reference_times_for(task, case)
+    assert not cache.exists() or "null" not in cache.read_text()
+    failing[0] = False
+    assert judge._reference_times_for(task, case) == (stats, None)
+    key = next(iter(judge._reference_times))
+    judge._reference_times[key] = None  # as an older judge stored it
+    assert judge._reference_times_for(task, case) == (stats, None)
+
+
+def test_a_result_with_nan_or_inf_serialises_to_strict_json_and_back():
+    """Red team round 30: an unwritten element (NaN) or an overflow (inf) in a wrong result's mismatch made the
+    service's JSON responses fail with 500, the leaderboard's too, and PostgreSQL refuse the record."""
+    import json
+
+    from kerneldojo.judge import versions
+    from kerneldojo.result import EvalResult, Mismatch
+
+    mismatch = Mismatch(case="n=7", output=0, index=[3], got=float("nan"), expected=1.0, max_abs_error=float("inf"),
+                        max_rel_error=float("-inf"), mismatched=1, total=7)
+    result = EvalResult(task="vector_add", language="triton", device="cpu", mode="cpu", status="wrong",
+                        versions=versions(), max_abs_error=float("inf"), mismatch=mismatch)
+    data = result.model_dump(mode="json")
+    text = json.dumps(data, allow_nan=False)  # strict JSON, as Starlette and PostgreSQL take it
+    back = EvalResult.model_validate(json.loads(text))
+    assert back.max_abs_error == float("inf") and back.mismatch.got != back.mismatch.got  # NaN
+    assert back.mismatch.max_rel_error == float("-inf")
+    assert EvalResult.model_validate_json(result.model_dump_json()).max_abs_error == float("inf")
+    assert result.model_dump()["max_abs_error"] == float("inf")  # Python mode keeps the float
+
+
 def test_reference_is_timed_in_process_without_isolation(monkeypatch):
     import kerneldojo.judge as judge_module
     from kerneldojo.judge import Judge
