@@ -86,6 +86,9 @@ class ExportedMemory:
         self.device = device
         self._pools = threading.local()
 
+    def __reduce__(self):  # a copied judge (gymnasium's env checks deep-copy envs) gets pools of its own
+        return ExportedMemory, (self.device,)
+
     @contextlib.contextmanager
     def allocating(self) -> Iterator[None]:
         """This thread's allocations go to its pool while inside."""
