@@ -305,6 +305,8 @@ class Solution:
     def _own_kernel_names(self) -> OwnKernels:
         own = OwnKernels(triton=triton_kernel_names(self.build.source_path.read_text())
                          if self.build.language in ("triton", "python") else set())
+        if self.device.mode != "gpu":  # no profile to read them in (and no cuobjdump on a CPU machine, maybe)
+            return own
         # The judge's builds: the language's libraries and load_inline extensions built ahead, confined (their
         # kernels were counted foreign here while the evidence pass counted them own: decoy_kernel on an honest
         # KernelBench ModelNew, H200, 2026-11-27).
