@@ -130,23 +130,24 @@ class KernelEnv(gym.Env[dict, str]):
             "feedback": SourceText(MAX_TEXT_CHARS),
             "turn": spaces.Discrete(max_turns + 1),
         })  # fmt: skip
-        self._turn, self._feedback = 0, ""
+        self._turn, self._feedback, self._over = 0, "", False
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        self._turn, self._feedback = 0, ""
+        self._turn, self._feedback, self._over = 0, "", False
         return self._observation(), {"task": self.task.id, "language": self._starter_language()}
 
     def step(self, action: str):
         if not isinstance(action, str):
             raise TypeError(f"an action is kernel source as a str, got {type(action).__name__}")
-        if self._turn >= self.max_turns:
-            raise RuntimeError("the episode is over (max_turns reached); call reset() first")
+        if self._over:  # terminated or truncated: more steps would keep paying rewards past the end (red team round 31)
+            raise RuntimeError("the episode is over (it terminated or reached max_turns); call reset() first")
         self._turn += 1
         result = self._evaluate(action)
         self._feedback = render_feedback(result)
         terminated = self.stop_on_success and result.ok
         truncated = not terminated and self._turn >= self.max_turns
+        self._over = terminated or truncated
         info = {"result": result, "status": result.status, "turn": self._turn}
         return self._observation(), result.reward, terminated, truncated, info
 

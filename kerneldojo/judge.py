@@ -224,7 +224,11 @@ class Judge:
             result.status, result.reward = "runtime_error", self.reward.failure
             result.messages.append(f"no reward: {e}")
         result.wall_s = time.perf_counter() - started
-        if key and deterministic and result.status in CACHED_STATUSES:
+        # A timed `ok` is what every check says only where the evidence pass ran: one stored from a step the sampled
+        # pass skipped paid a cheat it catches one step in EVIDENCE_ONE_IN on every resubmission of the same source
+        # (red team round 31: reroll until a step is not drawn, then resubmit that string).
+        unchecked = result.status == "ok" and self.timed and self.evidence != "off" and result.evidence is None
+        if key and deterministic and not unchecked and result.status in CACHED_STATUSES:
             self.result_cache.put(key, result)
         return result
 

@@ -46,6 +46,8 @@ def test_stop_on_success_terminates(cpu_judge):
     env.reset()
     _, _, terminated, truncated, _ = env.step(subs.VECTOR_ADD_TRITON)
     assert terminated and not truncated
+    with pytest.raises(RuntimeError, match="episode is over"):  # red team round 31: it went on paying rewards
+        env.step(subs.VECTOR_ADD_TRITON)
 
 
 def test_detected_language_the_task_refuses_is_a_failed_step(cpu_judge):

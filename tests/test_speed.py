@@ -48,6 +48,23 @@ def test_identical_submission_is_reused_unless_retimed(tmp_path):
     assert len(stored) == 3 and all('"status":"ok"' in p.read_text() for p in stored)
 
 
+def test_a_timed_ok_is_stored_only_where_the_evidence_pass_ran(tmp_path):
+    """Red team round 31: with the sampled evidence pass, an `ok` from a step the pass skipped was stored and paid on
+    every resubmission of the same source, so a cheat it catches one step in eight needed one lucky step."""
+    from kerneldojo.judge import Judge
+    from kerneldojo.result import Evidence
+
+    judge = Judge("cpu", result_cache=tmp_path)
+    judge.timed, judge.evidence = True, "sampled"  # as on a GPU; the steps below are the judge's own outcomes
+    drawn = []
+    judge._grade = lambda task, source, language, result: setattr(
+        result, "evidence", Evidence(case="n=1", claimed_ms=1.0) if drawn else None)
+    source = subs.VECTOR_ADD_TRITON + "\n# sampled\n"
+    assert [judge.evaluate("vector_add", source, "triton").reused for _ in range(2)] == [False, False]
+    drawn.append(True)
+    assert [judge.evaluate("vector_add", source, "triton").reused for _ in range(2)] == [False, True]
+
+
 def test_run_limit_follows_the_reference(cpu_judge):
     from kerneldojo.judge import RUN_LIMIT
     from kerneldojo.tasks import get_task
