@@ -27,11 +27,13 @@ def poisoned_like(expected: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...
     return tuple(out)
 
 
-def same_layout_copy(t: torch.Tensor) -> torch.Tensor:
-    """A copy of `t` with its storage, offset and strides as they are (an expanded or strided input stays so)."""
-    raw = torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).clone()
-    return torch.empty(0, dtype=t.dtype, device=t.device).set_(raw.untyped_storage(), t.storage_offset(), t.shape,
-                                                              t.stride())
+def same_layout_copy(t: torch.Tensor, device: torch.device | str | None = None) -> torch.Tensor:
+    """A copy of `t` (on `device`, by default its own) with its storage, offset and strides as they are (an expanded or
+    strided input stays so); one copy of the storage's bytes (a memcpy, never a kernel)."""
+    device = t.device if device is None else torch.device(device)
+    raw = torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).to(device, copy=True)
+    return torch.empty(0, dtype=t.dtype, device=device).set_(raw.untyped_storage(), t.storage_offset(), t.shape,
+                                                            t.stride())
 
 
 def check_outputs(got: tuple, expected: tuple[torch.Tensor, ...], tol: Tolerance, case: str) -> float:

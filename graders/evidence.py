@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from kerneldojo.graders.checks import message
-from kerneldojo.graders.profile import (  # noqa: F401 (OwnKernels, triton_kernel_names re-exported)
+from kerneldojo.graders.profile import (  # noqa: F401 (triton_kernel_names re-exported)
     VENDOR_KERNEL,
     OwnKernels,
     library_like,

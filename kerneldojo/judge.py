@@ -49,7 +49,6 @@ from kerneldojo.graders.evidence import (
     MIN_OWN_SHARE,
     REPLAY_CALLS,
     SAMPLE_ELEMENTS,
-    OwnKernels,
     check_own_names,
     decide,
     figures,
@@ -59,7 +58,7 @@ from kerneldojo.graders.evidence import (
 )  # fmt: skip
 from kerneldojo.graders.extensions import build_extensions
 from kerneldojo.graders.ncu import NcuError, NcuReportAltered, parse_ncu_csv, summarise
-from kerneldojo.graders.profile import native_kernel_names
+from kerneldojo.graders.profile import OwnKernels, native_kernel_names
 from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.graders.roofline import datasheet_peaks, floor_ms, measured_peaks
 from kerneldojo.graders.timing import POOL_SETS, gpu_state, pool_size, time_calls

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from kerneldojo.graders.evidence import (
-    OwnKernels,
     check_own_names,
     decide,
     figures,
@@ -18,7 +17,7 @@ from kerneldojo.graders.evidence import (
     triton_kernel_names,
 )  # fmt: skip
 from kerneldojo.graders.ncu import NcuReportAltered, ncu_command, parse_ncu_csv
-from kerneldojo.graders.profile import foreign
+from kerneldojo.graders.profile import OwnKernels, foreign
 from kerneldojo.sandbox.protocol import CompileError
 from kerneldojo.sandbox.worker.evidence_replay import CHUNK_BYTES, OutputFileError, read_output, read_raw
 
@@ -251,7 +250,6 @@ def test_a_replay_that_died_fails_the_step_and_says_what_stopped_it(monkeypatch)
     """An H100 run (2026-11-24) flagged honest kernels `evidence_wrong` when their replays were killed beside four
     workers: a replay that writes no outputs is a failure (not a flag, not cached), with the limit it met."""
     from kerneldojo import judge as judge_mod
-    from kerneldojo.graders.evidence import OwnKernels
     from kerneldojo.result import Evidence
     from kerneldojo.sandbox.protocol import SubmissionError
     from kerneldojo.tasks import get_task

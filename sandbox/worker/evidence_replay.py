@@ -205,16 +205,6 @@ def _sampled(data: bytes, size: list[int], dtype: str, count: int, seed: int) ->
     return elements[sample_positions(len(elements), count, seed).numpy()].tobytes()
 
 
-def _to_device(t, device):
-    """`t` on `device` by one host-to-device copy of its bytes (a memcpy, never a kernel), strides kept."""
-    import torch
-
-    raw = torch.empty(0, dtype=torch.uint8).set_(t.untyped_storage())
-    moved = raw.to(device)  # contiguous uint8: cudaMemcpy
-    return torch.empty(0, dtype=t.dtype, device=device).set_(moved.untyped_storage(), t.storage_offset(),
-                                                             t.shape, t.stride())
-
-
 def _to_host_bytes(t) -> bytes:
     """The logical content of a CUDA tensor, by one device-to-host copy of its storage (no kernel), then
     arranged on the host."""
@@ -266,6 +256,7 @@ def run(prepared: tuple, spec: dict) -> None:
     """Load the submission, one call per input set, and write the outputs as raw bytes (no pickle)."""
     import torch
 
+    from kerneldojo.graders.correctness import same_layout_copy
     from kerneldojo.sandbox.device import resolve_device
     from kerneldojo.sandbox.protocol import Build
 
@@ -275,7 +266,7 @@ def run(prepared: tuple, spec: dict) -> None:
     task, shape, templates, host_sets, host_out_sets = prepared
     device = resolve_device(spec["device"])
     # Copied now, not while armed: the judge holds the GPU shared during this pass, never during another's timing.
-    sets, out_sets = ([tuple(_to_device(t, device.torch_device) for t in group) for group in groups]
+    sets, out_sets = ([tuple(same_layout_copy(t, device.torch_device) for t in group) for group in groups]
                       for groups in (host_sets, host_out_sets))
     host_sets.clear()  # the host copies go now, whoever else holds the lists (round 26: they stayed through ncu)
     host_out_sets.clear()
