@@ -6,12 +6,13 @@ start the log is replayed: a job that ended keeps its verdict (read back from th
 still queued or running when the service died runs again, unless the store already holds a result
 for it (each record names its job): a result is appended to the store before its job's end is logged, so a
 kill between the two loses nothing and evaluates nothing twice.
-Identical submissions (task, language and exact source, under the same task version and judge protocol:
-`verdict_key`, as the judge's result cache keys them) share one evaluation: a later one reuses the stored
-verdict, or waits for the one in flight. Only verdicts the submission alone decides are reused (the judge's
-`CACHED_STATUSES`): a timeout or a runtime error may come from the machine, and is judged again.
-A correct result the executor answered from the judge's result cache (`reused`) that would be the new best of its
-task is judged again on fresh seeds before it is stored (`rejudged`), as in `run_batch`.
+Identical submissions in flight at once (task, language and exact source, under the same task version and judge
+protocol: `verdict_key`) share one evaluation. Reusing an earlier verdict is the judge's alone (its result cache,
+keyed by device, software versions and its settings, and storing only what its rules allow: a timed `ok` only where
+the evidence pass ran): the service keeps no verdicts of its own to serve (red team round 33: a second layer that
+did served an unchecked `ok`, and a CPU-mode `ok` to a GPU job). A job answered from the judge's cache says
+`reused`; one that would be the new best of its task is judged again on fresh seeds before it is stored
+(`rejudged`), as in `run_batch`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from typing import Protocol
 from kerneldojo.batch import Submission, record_of
 from kerneldojo.batch.leaderboard import Bests
 from kerneldojo.batch.store import ResultStore, stamped
-from kerneldojo.judge import CACHED_STATUSES
 from kerneldojo.result import EvalResult
 from kerneldojo.tasks import TaskError, task_content_hash
 from kerneldojo.version import PROTOCOL_VERSION
@@ -70,7 +70,7 @@ class Job:
     created: float = field(default_factory=time.time)
     state: str = "queued"  # queued -> running -> done | failed (the judge itself failed: nothing stored)
     record: dict | None = None  # the store's record of the verdict
-    reused: bool = False  # the verdict of an earlier identical submission
+    reused: bool = False  # the judge's cached verdict of an identical submission, or one shared in flight
     error: str | None = None
     task_hash: str | None = None  # the task's version when the job started: with `hash`, its `verdict_key`
     started: float | None = None
@@ -94,8 +94,8 @@ class Job:
 
 
 def verdict_key(submission_hash: str, task_hash: str | None, protocol: int | None) -> str:
-    """What decides a reusable verdict, as the judge's result cache keys it: the submission (task, language,
-    exact source), the task's version (its files' hash) and the judge protocol."""
+    """Which jobs in flight share one evaluation: the submission (task, language, exact source), the task's version
+    (its files' hash) and the judge protocol."""
     return f"{submission_hash}:{task_hash}:p{protocol}"
 
 
@@ -126,7 +126,6 @@ class JobQueue:
         self._lock = threading.RLock()
         self._stack = contextlib.ExitStack()
         self._append_result = self._stack.enter_context(store.writer())  # held while the service runs
-        self._verdicts: dict[str, dict] = {}  # verdict_key -> a reusable record of it
         self._by_job: dict[str, dict] = {}  # job id -> the record its evaluation wrote
         self._by_hash: dict[str, dict] = {}  # submission hash -> its last record (an ended job's, reused)
         self._bests = Bests()  # a reused result that would beat one is judged again before it is stored
@@ -196,8 +195,6 @@ class JobQueue:
             self._by_job[record["job"]] = record
         if record.get("hash"):
             self._by_hash[record["hash"]] = record
-            if record.get("status") in CACHED_STATUSES:
-                self._verdicts[verdict_key(record["hash"], record.get("task_hash"), record.get("protocol"))] = record
 
     def _recorded(self, job: Job) -> dict | None:
         """An ended job's record: the one its evaluation wrote, else (reused) the last one of its submission."""
@@ -212,8 +209,6 @@ class JobQueue:
         key = self._key(job)
         if (own := self._by_job.get(job.id)) is not None:  # evaluated before a kill, its end not logged
             self._end(job, own, reused=False)
-        elif key in self._verdicts:
-            self._end(job, self._verdicts[key], reused=True)
         elif key in self._running:
             self._running[key].append(job)
         else:
@@ -277,7 +272,7 @@ class JobQueue:
                     self._remember(record)
             for i, waiter in enumerate(waiting):
                 if result is not None:
-                    self._end(waiter, record, reused=i > 0, result=result)
+                    self._end(waiter, record, reused=i > 0 or result.reused, result=result)
                 else:
                     waiter.state, waiter.finished = "failed", time.time()
                     waiter.error = f"{type(error).__name__}: {error}"

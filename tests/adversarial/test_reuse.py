@@ -1,0 +1,69 @@
+"""Attacks on reuse (red team rounds 31 and 33): a verdict is served again only under the judge's own result-cache key
+and rules. Round 33: the service kept a second store of verdicts, keyed by the source alone, which served a timed
+`ok` the sampled evidence pass never checked (every later submission of the string, any token) and a CPU-mode `ok`
+to a GPU job."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import itertools
+
+from kerneldojo.batch import record_of, submission
+from kerneldojo.batch.store import ResultStore
+from kerneldojo.judge import versions
+from kerneldojo.result import EvalResult, Evidence
+from kerneldojo.service.jobs import JobQueue
+from kerneldojo.tasks import get_task
+
+SOURCE = get_task("vector_add").starter("triton") + "\n# forges its timing; the evidence pass catches it when drawn\n"
+
+
+def gpu_result(status: str, checked: bool) -> EvalResult:
+    result = EvalResult(task="vector_add", language="triton", device="NVIDIA H100 80GB HBM3", mode="gpu",
+                        status=status, versions=versions(), timed=status == "ok", speedup=2.6 if status == "ok" else None)
+    if checked:
+        result.evidence = Evidence(case="n=16777216 float32", claimed_ms=0.01)
+    return result
+
+
+class SampledPool:
+    """A GPU pool with evidence="sampled" over this cheat: its first step not drawn (`ok`, unchecked), every later
+    one drawn (`flagged`)."""
+
+    slots = ["cuda:0"]
+
+    def __init__(self):
+        self.calls = itertools.count()
+
+    def submit(self, task, source, language=None, retime=False):
+        future = cf.Future()
+        future.set_result(gpu_result("ok", False) if next(self.calls) == 0 else gpu_result("flagged", True))
+        return future
+
+    def describe(self):
+        return "sampled"
+
+    def close(self, wait=True):
+        pass
+
+    def __len__(self):
+        return 1
+
+
+def test_an_unchecked_ok_and_a_cpu_mode_ok_are_not_served_again(tmp_path):
+    store = ResultStore(tmp_path / "results.jsonl")
+    cpu_ok = EvalResult(task="vector_add", language="triton", device="cpu", mode="cpu", status="ok", versions=versions())
+    with store.writer() as append:  # a CPU batch's record of the same string, in the service's store
+        append(record_of(submission("vector_add", SOURCE, "triton", "batch"), cpu_ok, "cpu"))
+    pool = SampledPool()
+    queue = JobQueue(tmp_path / "state", store, pool, in_flight=1)
+    try:
+        verdicts = []
+        for who in ("mallory", "mallory", "eve"):
+            job = queue.submit(submission("vector_add", SOURCE, "triton", who), who)
+            assert queue.wait(job, 30)
+            verdicts.append((job.record["status"], job.reused))
+    finally:
+        queue.close()
+    assert verdicts == [("ok", False), ("flagged", False), ("flagged", False)]  # each judged: the pass drawn after
+    assert next(pool.calls) == 3
