@@ -41,12 +41,13 @@ TIME_SLACK, TIME_SLACK_MS = 1.5, 0.02
 
 
 def check_own_names(names: set[str]) -> None:
-    """Refuse a build whose own kernels are named like a vendor library's or Inductor's (`library_like`)."""
+    """Refuse a build whose own kernels are named like a vendor library's, Inductor's or the harness's
+    (`library_like`)."""
     clashing = sorted(n for n in names if library_like(n))
     if clashing:
         raise CompileError(f"kernel name(s) {', '.join(clashing[:5])} look like a vendor library's (cuBLAS, cuDNN, "
-                           f"CUTLASS, flash attention) or torch's (Inductor's generated kernels), which the judge "
-                           "must tell apart from yours; rename them")
+                           f"CUTLASS, flash attention), torch's (Inductor's generated kernels) or the judge's own "
+                           "(kerneldojo_...), which the judge must tell apart from yours; rename them")
 
 
 @dataclass

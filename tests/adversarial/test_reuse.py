@@ -19,8 +19,9 @@ SOURCE = get_task("vector_add").starter("triton") + "\n# forges its timing; the 
 
 
 def gpu_result(status: str, checked: bool) -> EvalResult:
+    ok = status == "ok"
     result = EvalResult(task="vector_add", language="triton", device="NVIDIA H100 80GB HBM3", mode="gpu",
-                        status=status, versions=versions(), timed=status == "ok", speedup=2.6 if status == "ok" else None)
+                        status=status, versions=versions(), timed=ok, speedup=2.6 if ok else None)
     if checked:
         result.evidence = Evidence(case="n=16777216 float32", claimed_ms=0.01)
     return result
@@ -30,10 +31,8 @@ class SampledPool:
     """A GPU pool with evidence="sampled" over this cheat: its first step not drawn (`ok`, unchecked), every later
     one drawn (`flagged`)."""
 
-    slots = ["cuda:0"]
-
     def __init__(self):
-        self.calls = itertools.count()
+        self.slots, self.calls = ["cuda:0"], itertools.count()
 
     def submit(self, task, source, language=None, retime=False):
         future = cf.Future()
@@ -52,7 +51,8 @@ class SampledPool:
 
 def test_an_unchecked_ok_and_a_cpu_mode_ok_are_not_served_again(tmp_path):
     store = ResultStore(tmp_path / "results.jsonl")
-    cpu_ok = EvalResult(task="vector_add", language="triton", device="cpu", mode="cpu", status="ok", versions=versions())
+    cpu_ok = EvalResult(task="vector_add", language="triton", device="cpu", mode="cpu", status="ok",
+                        versions=versions())
     with store.writer() as append:  # a CPU batch's record of the same string, in the service's store
         append(record_of(submission("vector_add", SOURCE, "triton", "batch"), cpu_ok, "cpu"))
     pool = SampledPool()
