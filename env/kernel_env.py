@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, ClassVar
 
@@ -43,7 +44,9 @@ class KernelEnv(gym.Env[dict, str]):
     Per step, from `RewardConfig` (graders/reward.py; docs/rewards.md has the presets): 0 for a failure
     (compile error, runtime error, timeout, wrong output), −1 when an anti-cheat check fired, 1 for a
     correct kernel plus 0.5·log2(speedup over eager) clipped to [−1, 4] when it was timed (GPU only:
-    CPU mode rewards correctness alone).
+    CPU mode rewards correctness alone). On a GPU the evidence pass runs on one step in 8 drawn at random, and
+    its flag scores `RewardConfig.audited(8)` (−29 by default): what the 7 unchecked steps could have paid, so a
+    cheat it catches earns −1 in expectation. With an unbounded reward (kevin's) it runs on every step.
 
     ## Starting State
     `reset(seed=...)` starts a conversation at turn 0 with no feedback. The seed seeds only the env's
@@ -117,10 +120,14 @@ class KernelEnv(gym.Env[dict, str]):
 
             judge = RemoteJudge(remote, token, reward=_reward_config(reward))
         # An RL loop steps millions of times: the evidence pass runs on a step in eight drawn at random (a cheat
-        # cannot tell which, and is flagged there); KERNELDOJO_EVIDENCE=always replays every step.
-        self.judge = judge or Judge(device, reward=_reward_config(reward), limits=limits, isolation=isolation,
+        # cannot tell which), and its flag there costs what the other seven could have paid (`RewardConfig.audited`),
+        # which needs a bounded reward: an unbounded one (kevin's) gets the pass on every step, as does
+        # KERNELDOJO_EVIDENCE=always.
+        config = _reward_config(reward) or RewardConfig()
+        sampled = "sampled" if math.isfinite(config.max_reward) else "always"
+        self.judge = judge or Judge(device, reward=config, limits=limits, isolation=isolation,
                                     profile=feedback == "profile",
-                                    evidence=os.environ.get("KERNELDOJO_EVIDENCE") or "sampled")
+                                    evidence=os.environ.get("KERNELDOJO_EVIDENCE") or sampled)
         self.retime = retime  # evaluate a source again even when an identical one's result is cached
         self.action_space = SourceText(MAX_SOURCE_CHARS)
         self.observation_space = spaces.Dict({

@@ -78,7 +78,7 @@ class _Base:
         if job["state"] != "done":
             return None
         result = EvalResult.model_validate(job["result"])
-        result.reward = self.reward(result.status, result.speedup, result.kernel_coverage)
+        result.reward = self.reward.of(result)
         return result
 
 

@@ -3,11 +3,15 @@
 Default (`formula="kerneldojo"`; per step; a multi-turn episode's return is the trainer's choice of sum or discount):
     failed (compile_error, runtime_error, timeout, wrong)   -> `failure`  (0)
     flagged by an anti-cheat check                          -> `flagged`  (-1, below any honest failure)
+    flagged by a check drawn on one step in n (sampled evidence) -> `audited(n)`: n * flagged - (n - 1) * max_reward
     correct, not timed (CPU mode)                           -> `correct`  (1)
     correct and timed                                       -> `correct` + `speed_weight` * clip(log2(speedup), lo, hi)
     compiled but not run (CUDA in CPU mode)                 -> `failure`: nothing was shown correct
 log2 makes 2x faster worth the same at any level; the lower clip keeps a slow correct kernel above
-every failure when `speed_weight * -lo < correct`.
+every failure when `speed_weight * -lo < correct`. A check that runs on a random one step in n (the evidence pass
+with `evidence="sampled"`) misses a cheat n - 1 times in n: its flag costs what those steps could have paid at most,
+so a cheat it always catches earns in expectation no more than `flagged` (an unbounded reward cannot be sampled so:
+the judge refuses that pairing).
 
 Presets reproduce published rewards (`RewardConfig.preset(name)`; sources, status mapping and what
 could not be verified: docs/rewards.md):
@@ -83,19 +87,46 @@ class RewardConfig(BaseModel):
             raise ValueError(f"unknown reward preset {name!r}; known: {', '.join(PRESETS)}")
         return cls(formula=name, **overrides)
 
-    def __call__(self, status: str, speedup: float | None, coverage: float | None = None) -> float:
+    def __call__(self, status: str, speedup: float | None, coverage: float | None = None, audit_one_in: int = 1
+                 ) -> float:  # fmt: skip
         """One step's reward. `coverage`: share (0..1) of profiled GPU time in the submission's own
-        kernels, None when not profiled; only `drkernel` uses it, and counts None as 0."""
+        kernels, None when not profiled; only `drkernel` uses it, and counts None as 0. `audit_one_in`: a flag
+        raised by a check drawn on one step in this many (`audited`)."""
         if coverage is not None and not 0.0 <= coverage <= 1.0:
             raise ValueError(f"coverage is a fraction in [0, 1], not {coverage}")
         if status == "flagged":
-            return self.flagged
+            return self.audited(audit_one_in) if audit_one_in > 1 else self.flagged
         if status != "ok":
             if status == "compile_error" and self.compile_failure is not None:
                 return self.compile_failure
             return self.failure
         timed = speedup if speedup is not None and speedup > 0 else None
         return getattr(self, f"_{self.formula}")(timed, coverage)
+
+    def of(self, result: Any) -> float:
+        """An EvalResult's reward: its status, speedup and coverage, and a flag of the evidence pass weighed by the
+        share of steps that pass is drawn on (`result.evidence.one_in`)."""
+        audit = result.evidence.one_in if result.status == "flagged" and result.evidence is not None else 1
+        return self(result.status, result.speedup, result.kernel_coverage, audit)
+
+    @property
+    def max_reward(self) -> float:
+        """The most one step can earn (inf when the speedup is not capped: kevin's default)."""
+        uncapped = self.speedup_max is None and self.formula != "kerneldojo"
+        if uncapped and self.speed_weight > 0:
+            return math.inf
+        best = {"kerneldojo": lambda: self._kerneldojo(2.0 ** self.log2_speedup_max, None),
+                "kevin": lambda: self._kevin(self.speedup_max or 0.0, None),
+                "drkernel": lambda: self._drkernel(self.speedup_max or 0.0, 1.0),
+                "kernrl": lambda: self._kernrl(self.speedup_max or 1.0, None)}[self.formula]()
+        return max(best, self.correct, self.failure)
+
+    def audited(self, one_in: int) -> float:
+        """A flag from a check drawn on one step in `one_in`: a cheat it always catches earns, over the `one_in - 1`
+        steps it is not drawn on, `max_reward` at most; this makes the expectation `flagged`."""
+        if not math.isfinite(self.max_reward):
+            raise ValueError("a sampled check needs a bounded reward: set speedup_max, or check every step")
+        return one_in * self.flagged - (one_in - 1) * self.max_reward
 
     def _capped(self, speedup: float) -> float:
         return speedup if self.speedup_max is None else min(speedup, self.speedup_max)

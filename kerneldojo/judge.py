@@ -153,6 +153,10 @@ class Judge:
         if self.evidence not in EVIDENCE_MODES:
             raise ValueError(f"evidence must be one of {', '.join(EVIDENCE_MODES)} (or KERNELDOJO_EVIDENCE), "
                              f"not {self.evidence!r}")
+        if self.evidence == "sampled" and not math.isfinite(self.reward.max_reward):
+            raise ValueError("evidence='sampled' needs a reward with a maximum (its flag weighs what the unchecked "
+                             "steps could pay: `RewardConfig.audited`); set the reward's speedup_max, or "
+                             "evidence='always'")
         self.isolation = isolation
         self.limits = limits  # wall-clock seconds per worker request: load, run, time
         self.docker = docker  # isolation='docker': image, runtime, limits (default: DockerConfig())
@@ -180,7 +184,7 @@ class Judge:
         key = self._result_key(task, language, source) if self.result_cache else None
         if key and not retime and (stored := self.result_cache.get(key)) is not None:
             stored.reused, stored.phases = True, {}
-            stored.reward = self.reward(stored.status, stored.speedup, stored.kernel_coverage)
+            stored.reward = self.reward.of(stored)
             stored.wall_s = time.perf_counter() - started
             return stored
         result = EvalResult(
@@ -218,7 +222,7 @@ class Judge:
         result.messages = [printable(m) for m in result.messages]
         result.checks_fired = [printable(c) for c in result.checks_fired]
         try:
-            result.reward = self.reward(result.status, result.speedup, result.kernel_coverage)
+            result.reward = self.reward.of(result)
         except ValueError as e:  # a figure the reward cannot take: the step fails, the caller gets a result
             result.status, result.reward = "runtime_error", self.reward.failure
             result.messages.append(f"no reward: {e}")
@@ -330,7 +334,8 @@ class Judge:
                      [secrets.randbits(31) for _ in range(REPLAY_CALLS)])
         claimed = timing.scored_ms  # what the speedup pays (red team round 14: the worker's kernel time was checked
         # here while its busy time was paid, and it reported one honest, the other cut)
-        result.evidence = Evidence(case=str(case), claimed_ms=claimed)
+        result.evidence = Evidence(case=str(case), claimed_ms=claimed,
+                                   one_in=EVIDENCE_ONE_IN if self.evidence == "sampled" else 1)
         with _phase(result, "evidence"), self._gpu.profiler(), self._gpu.shared():
             fired = self._gather_evidence(task, build, own, case, seeds, armed, claimed, result.evidence)
         if result.evidence.own_share is not None and result.kernel_coverage is not None:  # the judge's figure bounds it

@@ -158,6 +158,8 @@ class Evidence(BaseModel):
     submission, checked by the judge (`graders.evidence`)."""
 
     case: str | None = None
+    one_in: int = Field(1, ge=1, description="the pass ran on one step in this many, drawn at random (1: every step); "
+                        "a flag it raises scores `RewardConfig.audited(one_in)`")
     launches: int = 0
     kernel_ms: float | None = Field(None, description="ncu's lower bound on one call's GPU work (per name, shortest)")
     claimed_ms: float | None = Field(None, description="the worker's figure it was checked against")

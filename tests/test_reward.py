@@ -133,3 +133,38 @@ def test_discounted_returns_kevin_example():
     assert discounted_returns([], 0.4) == []
     with pytest.raises(ValueError):
         discounted_returns(rewards, 1.5)
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_a_cheat_a_sampled_check_catches_earns_flagged_in_expectation(name):
+    """A check drawn on one step in n: the n - 1 unchecked steps at the most any step pays (the largest of every
+    outcome tried, so max_reward is no underestimate), and the drawn one at `audited(n)`."""
+    reward = RewardConfig.preset(name, speedup_max=RewardConfig.preset(name).speedup_max or 3.0)
+    paid = max(reward(status, s, c) for status in (*FAILURES, "ok") for s in (*SPEEDUPS, 1e9, None) for c in COVERAGES)
+    assert paid == pytest.approx(reward.max_reward)
+    for n in (1, 2, 8, 64):
+        expected = ((n - 1) * reward.max_reward + reward("flagged", 100.0, 1.0, audit_one_in=n)) / n
+        assert expected == pytest.approx(reward.flagged)
+
+
+def test_an_unbounded_reward_cannot_be_sampled():
+    from kerneldojo.judge import Judge
+
+    kevin = RewardConfig.preset("kevin")
+    assert kevin.max_reward == float("inf")
+    with pytest.raises(ValueError, match="needs a bounded reward"):
+        kevin("flagged", None, audit_one_in=8)
+    with pytest.raises(ValueError, match="speedup_max"):
+        Judge("cpu", reward=kevin, evidence="sampled")
+
+
+def test_a_results_reward_weighs_a_flag_of_the_sampled_evidence_pass():
+    from kerneldojo.judge import versions
+    from kerneldojo.result import EvalResult, Evidence
+
+    result = EvalResult(task="t", language="triton", device="gpu", mode="gpu", status="flagged", versions=versions())
+    assert R.of(result) == R.flagged  # a worker-side check: every step
+    result.evidence = Evidence(one_in=8)
+    assert R.of(result) == R.audited(8) == 8 * -1 - 7 * 3.0
+    result.status, result.speedup = "ok", 2.0
+    assert R.of(result) == R("ok", 2.0)  # a pass that found nothing changes nothing
