@@ -14,7 +14,9 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 PROGRAM = r"""
 import json, resource, sys, time
@@ -62,7 +64,9 @@ def main() -> None:
     args = parser.parse_args()
     from kerneldojo.graders.ncu import find_ncu, ncu_command
 
-    target = [sys.executable, "-c", PROGRAM, args.launches]
+    program = Path(tempfile.mkdtemp(prefix="ncu-probe-")) / "probe.py"  # Triton reads a kernel's source from a file
+    program.write_text(PROGRAM)
+    target = [sys.executable, str(program), args.launches]
     ncu = find_ncu()
     found = {"bare": run(target)}
     if ncu:
