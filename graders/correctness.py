@@ -38,13 +38,18 @@ def same_layout_copy(t: torch.Tensor, device: torch.device | str | None = None) 
 
 def check_outputs(got: tuple, expected: tuple[torch.Tensor, ...], tol: Tolerance, case: str) -> float:
     """Raise WrongOutput unless every output matches; return the largest absolute error."""
+    check_structure(got, expected, case)
+    return max((_compare_values(i, g, e, tol, case) for i, (g, e) in enumerate(zip(got, expected))), default=0.0)
+
+
+def check_structure(got: tuple, expected: tuple[torch.Tensor, ...], case: str) -> None:
+    """Raise WrongOutput unless `got` has the reference's outputs' count, types, shapes, dtypes, device and layout:
+    what every task requires, whoever compares the values (an adapted suite's own check included, red team round 34:
+    GPU MODE's took a float16 output for a float32 one)."""
     if len(got) != len(expected):
         raise WrongOutput(f"{case}: returned {len(got)} output(s), expected {len(expected)}")
-    worst = 0.0
     for i, (g, e) in enumerate(zip(got, expected)):
         _check_structure(i, g, e, case)
-        worst = max(worst, _compare_values(i, g, e, tol, case))
-    return worst
 
 
 def _check_structure(i: int, got, expected: torch.Tensor, case: str) -> None:

@@ -42,6 +42,7 @@ from kerneldojo.graders.correctness import (
     WrongOutput,
     check_inputs_unchanged,
     check_outputs,
+    check_structure,
     poisoned_like,
     same_layout_copy,
 )  # fmt: skip
@@ -740,6 +741,7 @@ def _compare(task: Task, case: Case, inputs: tuple, got: tuple, expected: tuple,
     own = getattr(task.reference, "check", None)
     if own is None:
         return check_outputs(got, expected, task.tolerance(case.dtype), where)
+    check_structure(got, expected, where)
     if problem := own(inputs, got, case.shape):
         raise WrongOutput(f"{where}: {problem}")
     return 0.0

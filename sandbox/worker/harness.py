@@ -53,6 +53,7 @@ from .watches import (
     modes_left,
     module_functions,
     no_submission_hooks,
+    reachable_bindings,
     watching,
 )
 
@@ -100,7 +101,7 @@ def _reference_dependencies(module) -> dict[str, tuple[object, list[str]]]:
         code = codes.pop()
         names |= set(code.co_names)
         codes += [c for c in code.co_consts if inspect.iscode(c)]
-    guard = {"the task's make_inputs": (module, ["make_inputs"])}
+    guard = {"the task's make_inputs": (module, ["make_inputs"]), **reachable_bindings(module.make_inputs, "refills")}
     for label, owner in (("torch", torch), ("torch.Tensor", torch.Tensor), ("torch.Generator", torch.Generator)):
         attrs = sorted(n for n in names if callable(getattr(owner, n, None)))
         guard[f"{label}, as the task's make_inputs uses it"] = (owner, attrs)

@@ -191,11 +191,75 @@ def _identity(value: object) -> tuple:
 
 
 def _raw(owner: object, attr: str) -> object:
-    # The attribute as stored (not bound): a bound method is a new object on every access.
+    # The attribute as stored (not bound): a bound method is a new object on every access. A dict's entry by key.
+    if isinstance(owner, dict):
+        return owner.get(attr)
     for klass in (owner.__mro__ if isinstance(owner, type) else ()):
         if attr in vars(klass):
             return vars(klass)[attr]
-    return getattr(owner, attr, None)
+    try:
+        return getattr(owner, attr, None)
+    except ValueError:  # an emptied closure cell
+        return None
+
+
+# Libraries whose code the walk below does not enter (their own bindings reached by name are still guarded).
+LIBRARIES = ("torch", "triton", "numpy", "functools", "contextlib", "builtins")
+
+
+def reachable_bindings(entry: object, label: str) -> dict[str, tuple[object, list[str]]]:
+    """Every binding `entry` can look up when it runs, as `Tampering` guards: for each Python function reached (from
+    `entry`, then through what it reaches, libraries' code not entered), the module globals its code names, its
+    closure's cells, each callable entry of a dict it holds (a problem module's namespace: `ns["get_inputs"]`), and
+    the attributes its code names on the modules and classes so reached (`torch.random.fork_rng`). Replacing any of
+    them makes the function run other code than it did when this was taken (red team round 34: an adapted problem's
+    `make_inputs` looked `get_inputs` up in a dict at every refill, and the submission's replacement ran there)."""
+    guards: dict[int, tuple[object, str, set[str]]] = {}
+    seen: set[int] = set()
+    functions = [entry]
+
+    def guard(owner: object, attr: str, name: str) -> None:
+        guards.setdefault(id(owner), (owner, name, set()))[2].add(attr)
+
+    def reach(value: object, names: set[str], depth: int = 0) -> None:
+        if isinstance(value, (types.FunctionType, types.MethodType)):
+            functions.append(getattr(value, "__func__", value))
+        elif isinstance(value, dict) and depth < 2:
+            for key, item in list(value.items()):
+                if isinstance(key, str) and (callable(item) or isinstance(item, types.ModuleType)):
+                    guard(value, key, f"a namespace the refills read ({len(value)} names)")
+                    reach(item, names, depth + 1)
+        elif isinstance(value, (types.ModuleType, type)) and depth < 3:
+            for name in sorted(names & set(vars(value))):
+                item = vars(value)[name]
+                if callable(item) or isinstance(item, (types.ModuleType, staticmethod, classmethod)):
+                    guard(value, name, getattr(value, "__name__", "?"))
+                    reach(item, names, depth + 1)
+
+    while functions:
+        function = functions.pop()
+        if id(function) in seen or not isinstance(function, types.FunctionType):
+            continue
+        seen.add(id(function))
+        if function is not entry and str(function.__module__).split(".")[0] in LIBRARIES:
+            continue
+        names, codes = set(), [function.__code__]
+        while codes:
+            code = codes.pop()
+            names |= set(code.co_names)
+            codes += [c for c in code.co_consts if inspect.iscode(c)]
+        namespace = function.__globals__
+        module = sys.modules.get(namespace.get("__name__", ""))
+        holder = module if module is not None and vars(module) is namespace else namespace
+        for name in sorted(names & set(namespace)):
+            guard(holder, name, str(namespace.get("__name__", "?")))
+            reach(namespace[name], names)
+        for cell in function.__closure__ or ():
+            with contextlib.suppress(ValueError):  # an empty cell
+                contents = cell.cell_contents
+                guard(cell, "cell_contents", f"{function.__qualname__}'s closure")
+                reach(contents, names)
+    return {f"{label}: {name} ({i})": (owner, sorted(attrs)) for i, (owner, name, attrs) in enumerate(guards.values())}
 
 
 def live_threads() -> dict[int, str]:
