@@ -25,6 +25,8 @@ MESSAGES = {
     "returning; make the caller's stream wait for it (an event, or synchronize)",
     "timing_channel": "{detail}; the worker's replies were out of order, as when a submission forges one",
     "evidence_wrong": "replayed under Nsight Compute, {detail}; a kernel must behave the same whoever watches",
+    "evidence_failed": "the replay under Nsight Compute failed twice, from fresh seeds ({detail}); a kernel that "
+    "passed the checked calls must run the same when replayed",
     "time_disagrees": "{detail}; the timing the worker reported cannot be right (a patched or hijacked timer?)",
 }
 

@@ -168,6 +168,7 @@ class Judge:
         self._specs: dict[tuple[str, str], list] = {}  # per case, the reference's outputs' sizes (`_output_specs`)
         self._run_limits: dict[str, float] = {}  # task id -> seconds a run may take (`_run_limit_s`)
         self._exported = ExportedMemory(self.device)  # inputs and outputs sent to workers by CUDA IPC, alone
+        self._ncu_alone: bool | None = None  # `_ncu_fails_alone`, once asked (two threads may both ask: harmless)
         # Verdicts of identical submissions, on disk ("default": under the kerneldojo cache folder, unless
         # KERNELDOJO_RESULT_CACHE=off); None evaluates every submission anew.
         self.result_cache = ResultCache.default() if result_cache == "default" else (
@@ -338,11 +339,43 @@ class Judge:
         result.evidence = Evidence(case=str(case), claimed_ms=claimed,
                                    one_in=EVIDENCE_ONE_IN if self.evidence == "sampled" else 1)
         with _phase(result, "evidence"), self._gpu.profiler(), self._gpu.shared():
-            fired = self._gather_evidence(task, build, own, case, seeds, armed, claimed, result.evidence)
+            try:
+                fired = self._gather_evidence(task, build, own, case, seeds, armed, claimed, result.evidence)
+            except (SubmissionError, SubmissionTimeout) as first:
+                if self.evidence != "sampled":
+                    raise  # every step replayed: dying there earns a failure's reward every step, no more
+                # Drawn on one step in EVIDENCE_ONE_IN, a replay that dies must cost the sampled pass's fine, or a
+                # cheat that detects the replay and dies there earns a failure's 0 on the drawn step and its forged
+                # reward on the rest. Once more from fresh seeds first: replays have been killed beside other
+                # workers (exit 9), the machine's doing, which a second replay rarely meets again.
+                retry = [secrets.randbits(31) for _ in range(REPLAY_CALLS)]
+                try:
+                    fired = self._gather_evidence(task, build, own, case, retry, None, claimed, result.evidence)
+                except (SubmissionError, SubmissionTimeout) as again:
+                    fired = {"evidence_failed": message("evidence_failed", f"{capped(str(first))[:300]}; then: "
+                                                                           f"{capped(str(again))[:300]}")}
         if result.evidence.own_share is not None and result.kernel_coverage is not None:  # the judge's figure bounds it
             result.kernel_coverage = min(result.kernel_coverage, result.evidence.own_share)
         if fired:
             raise Flagged(fired)
+
+    def _ncu_fails_alone(self) -> bool:
+        """Does ncu fail on this machine with no submission around: a replay of the starter of vector_add, a small
+        shape, in a worker confined as every replay is (counter access can depend on the worker's capabilities)?
+        Asked once per judge, only when a pass meets an ncu error."""
+        if self._ncu_alone is None:
+            task = get_task("vector_add")
+            build = compile_submission(task, task.starter("triton"), "triton", self.device.arch)
+            shape = task.cases("small")[-1].shape
+            specs = [(tuple(t.shape), t.dtype) for t in task.expected(
+                *task.reference.make_inputs(shape, 0, "cpu"), shape=shape)]
+            reply = evidence_in_worker(self.device, task, build, shape, [1], specs, self.limits)
+            try:
+                parse_ncu_csv(reply.get("csv", ""))
+                self._ncu_alone = "unavailable" in reply
+            except NcuError:
+                self._ncu_alone = True
+        return self._ncu_alone
 
     def _draw_evidence_seeds(self, task: Task) -> dict:
         """For a replay armed ahead (`sandbox.process.arm_evidence_replays`), which makes every bench case's inputs
@@ -416,9 +449,14 @@ class Judge:
             launches = parse_ncu_csv(reply.get("csv", ""), strict=True)
         except NcuReportAltered as e:
             return {"evidence_wrong": wrong(f"Nsight Compute's report was altered ({e})")}
-        except NcuError as e:  # ncu's own failure (no access to the counters): the outputs were right
-            evidence.note = f"no evidence pass: ncu failed: {capped(str(e))[:1000]}; the GPU figures are the worker's"
-            return {}
+        except NcuError as e:  # ncu's own failure (no counters on this machine), or text the replay wrote as ncu's
+            if self._ncu_fails_alone():
+                evidence.note = f"no evidence pass: ncu failed: {capped(str(e))[:900]}; the GPU figures: the worker's"
+                return {}
+            # ncu works here with no submission around (red team round 35: a replay wrote an `==ERROR==` line into
+            # ncu's output and killed it, and the pass, failing open, decided nothing): the replay's doing.
+            detail = capped(str(e))[:500]
+            raise SubmissionError(f"Nsight Compute failed on this replay, and only on it: {detail}") from None
         except (ValueError, IndexError) as e:
             return {"evidence_wrong": wrong(f"Nsight Compute's report was not its table ({type(e).__name__})")}
         found = figures(launches, own)

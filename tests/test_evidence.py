@@ -265,6 +265,123 @@ def test_a_replay_that_died_fails_the_step_and_says_what_stopped_it(monkeypatch)
     assert "runtime_error" not in judge_mod.CACHED_STATUSES
 
 
+@pytest.mark.parametrize(("mode", "replies", "outcome"), [
+    ("always", ["died"], "runtime_error"),  # every step replayed: dying there pays a failure every step
+    ("sampled", ["died", "died"], "evidence_failed"),  # drawn one step in 8: dying must cost the pass's fine
+    ("sampled", ["died", "unavailable"], "note"),  # the second replay decided nothing: the machine's (no ncu)
+])
+def test_a_replay_that_dies_when_sampled_is_replayed_once_then_flagged(monkeypatch, mode, replies, outcome):
+    """A cheat that detects the replay (red team round 32) and dies there would earn a failure's 0 on the drawn step
+    and its forged reward on the other seven: in sampled mode a dead replay is replayed once from fresh seeds (the
+    machine kills replays at times), and a second death is `evidence_failed`, which the reward fines."""
+    from kerneldojo import judge as judge_mod
+    from kerneldojo.graders.checks import Flagged
+    from kerneldojo.result import CaseTiming, EvalResult, TimeStats
+    from kerneldojo.sandbox.protocol import SubmissionError
+    from kerneldojo.tasks import get_task
+
+    answers = {"died": {"problems": ["no output file for call 1"], "returncode": 9, "limits_hit": []},
+               "unavailable": {"unavailable": "ncu is not on PATH", "limits_hit": []}}
+    asked = []
+    monkeypatch.setattr(judge_mod, "evidence_in_worker",
+                        lambda *a, **k: asked.append(a[4]) or answers[replies[len(asked) - 1]])
+    task = get_task("vector_add")
+    make = task.reference.make_inputs  # the judge makes the drawn case's inputs itself meanwhile: keep them small
+    monkeypatch.setattr(task.reference, "make_inputs", lambda shape, seed, dev: make({**shape, "n": 8}, seed, dev))
+    stats = TimeStats(median_ms=1.0, mean_ms=1.0, min_ms=1.0, max_ms=1.0, iqr_ms=0.0, runs=5)
+    result = EvalResult(task="vector_add", language="triton", device="cpu", mode="cpu", status="ok",
+                        versions=judge_mod.versions(),
+                        timings=[CaseTiming(case=str(c), submission=stats) for c in task.cases("bench")])
+    judge = judge_mod.Judge("cpu", evidence=mode)
+    if outcome == "runtime_error":
+        with pytest.raises(SubmissionError, match="exit 9"):
+            judge._evidence(task, None, OwnKernels(), result)
+    elif outcome == "evidence_failed":
+        with pytest.raises(Flagged) as flagged:
+            judge._evidence(task, None, OwnKernels(), result)
+        assert set(flagged.value.checks) == {"evidence_failed"} and "exit 9" in flagged.value.checks["evidence_failed"]
+        assert result.evidence.one_in == judge_mod.EVIDENCE_ONE_IN  # so the reward fines it (`RewardConfig.of`)
+    else:
+        judge._evidence(task, None, OwnKernels(), result)
+        assert "ncu is not on PATH" in result.evidence.note
+    assert len(asked) == len(replies) and (len(asked) < 2 or asked[0] != asked[1])  # the retry's seeds are fresh
+
+
+@pytest.mark.parametrize(("alone", "outcome"), [(False, "failed"), (True, "note")])
+def test_an_ncu_error_in_a_replay_fails_the_step_unless_ncu_fails_alone(monkeypatch, alone, outcome):
+    """Red team round 35: a replay that wrote ncu's permission error into ncu's output and killed ncu turned the pass
+    off ("ncu failed", the worker's figures trusted, the `ok` cached). An ncu error counts as the machine's only where
+    ncu also fails on a replay the judge chose, with no submission around (`Judge._ncu_fails_alone`)."""
+    from kerneldojo import judge as judge_mod
+    from kerneldojo.graders.evidence import sampled_outputs
+    from kerneldojo.result import Evidence
+    from kerneldojo.sandbox.protocol import SubmissionError
+    from kerneldojo.tasks import get_task
+
+    task = get_task("vector_add")
+    case = task.cases("small")[-1]
+
+    def honest_outputs_forged_error(device, task, build, shape, seeds, specs, limits, sample, armed):
+        sets = [task.reference.make_inputs(shape, seed, "cpu") for seed in seeds]
+        rows = [[t.contiguous().view(torch.uint8).numpy().tobytes()
+                 for t in sampled_outputs(task.expected(*inputs, shape=shape), *sample)] for inputs in sets]
+        return {"csv": "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
+                       "Performance Counters\n", "outputs": rows, "problems": [], "returncode": -9, "limits_hit": []}
+
+    monkeypatch.setattr(judge_mod, "evidence_in_worker", honest_outputs_forged_error)
+    judge = judge_mod.Judge("cpu")
+    monkeypatch.setattr(judge, "_ncu_fails_alone", lambda: alone)
+    evidence = Evidence(case=str(case), claimed_ms=1.0)
+    if outcome == "failed":
+        with pytest.raises(SubmissionError, match="only on it"):
+            judge._gather_evidence(task, None, OwnKernels(), case, [1, 2], None, 1.0, evidence)
+    else:
+        assert judge._gather_evidence(task, None, OwnKernels(), case, [1, 2], None, 1.0, evidence) == {}
+        assert "ERR_NVGPUCTRPERM" in evidence.note
+
+
+@pytest.mark.parametrize(("reply", "fails"), [
+    ({"csv": '"ID","Kernel Name","gpu__time_duration.sum"\n"","","ms"\n"0","add","0.5"\n'}, False),
+    ({"csv": "==ERROR== ERR_NVGPUCTRPERM\n"}, True),
+    ({"unavailable": "ncu is not on PATH"}, True),
+])
+def test_whether_ncu_fails_alone_is_asked_once_of_a_judge_chosen_replay(monkeypatch, reply, fails):
+    from kerneldojo import judge as judge_mod
+
+    asked = []
+    monkeypatch.setattr(judge_mod, "evidence_in_worker", lambda *a, **k: asked.append(a[1].id) or reply)
+    judge = judge_mod.Judge("cpu")
+    assert judge._ncu_fails_alone() is fails and judge._ncu_fails_alone() is fails
+    assert asked == ["vector_add"]
+
+
+def test_the_replay_cannot_reach_ncus_output_nor_signal_it():
+    """Red team round 35: the replay opened ncu's stdout through /proc/<ncu>/fd/1, wrote a forged error into it and
+    killed ncu. In a nested Landlock domain (`confine.nest_domain`, entered before the submission loads) it can do
+    none of that to a process outside it; here the test's process stands in for ncu."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import os\n"
+        "from kerneldojo.sandbox.worker.confine import nest_domain\n"
+        "print(nest_domain())\n"
+        "for what, act in (('fd', lambda: open(f'/proc/{os.getppid()}/fd/1', 'w')),\n"
+        "                  ('mem', lambda: open(f'/proc/{os.getppid()}/mem', 'rb')),\n"
+        "                  ('kill', lambda: os.kill(os.getppid(), 0))):\n"
+        "    try:\n"
+        "        act()\n"
+        "        print(what, 'reached')\n"
+        "    except PermissionError:\n"
+        "        print(what, 'refused')\n"
+    )
+    lines = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60).stdout.split("\n")
+    if lines[0].startswith("unavailable"):
+        pytest.skip(f"no Landlock here: {lines[0]}")
+    assert lines[1:3] == ["fd refused", "mem refused"], lines
+    assert lines[3] == ("kill refused" if "signals scoped" in lines[0] else "kill reached"), lines
+
+
 def test_a_third_party_librarys_triton_kernels_count_as_the_submissions():
     """Liger-Kernel's kernels, called as-is, are compiled by Triton in the worker like the submission's own; torch's
     (inductor) and Triton's own modules are never searched. Found by reading files, running none of them."""

@@ -519,6 +519,33 @@ class _LandlockRulesetAttr(ctypes.Structure):
                 ("scoped", ctypes.c_uint64)]  # fmt: skip
 
 
+LANDLOCK_ACCESS_FS_MAKE_BLOCK = 1 << 11  # handled, so denied: a domain must handle something; this costs nothing
+
+
+def nest_domain() -> str:
+    """A Landlock domain nested in the worker's, for the evidence replay before the submission loads: a process may
+    not trace one outside its domain (so no /proc/<pid>/fd or mem of ncu, or of the worker that gathers the record),
+    nor, with scoped signals (Linux 6.12+), signal it (red team round 35: a replay wrote a forged error line into
+    ncu's output through /proc/<ncu>/fd/1 and killed ncu). Landlock restricts the calling thread and the threads it
+    starts: the submission's code runs on this one."""
+    syscall = _libc.syscall
+    abi = syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), LANDLOCK_CREATE_RULESET_VERSION)
+    if abi < 1:
+        return f"unavailable: {os.strerror(ctypes.get_errno())}"
+    scoped = LANDLOCK_SCOPE_SIGNAL if abi >= LANDLOCK_SCOPES_ABI else 0
+    attr = _LandlockRulesetAttr(LANDLOCK_ACCESS_FS_MAKE_BLOCK, 0, scoped)
+    ruleset = syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), 0)
+    if ruleset < 0:
+        return f"unavailable: landlock_create_ruleset: {os.strerror(ctypes.get_errno())}"
+    try:
+        _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # a domain needs it (the worker set it: inherited)
+        if syscall(SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), 0) != 0:
+            return f"unavailable: landlock_restrict_self: {os.strerror(ctypes.get_errno())}"
+    finally:
+        os.close(ruleset)
+    return f"nested: Landlock ABI {abi}" + (", signals scoped" if scoped else "")
+
+
 def _scope_signals() -> str:
     """A Landlock domain of the worker's own, scoped (Linux 6.12+): no signal to, and no abstract unix socket of,
     a process outside it. Without a pid namespace (GPU mode) a worker sees the judge's, the spares' and the next

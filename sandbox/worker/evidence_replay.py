@@ -260,6 +260,7 @@ def run(prepared: tuple, spec: dict) -> None:
     from kerneldojo.sandbox.device import resolve_device
     from kerneldojo.sandbox.protocol import Build
 
+    from .confine import nest_domain
     from .harness import Solution
     from .syscall_filter import before_submission_code
 
@@ -271,6 +272,7 @@ def run(prepared: tuple, spec: dict) -> None:
     host_sets.clear()  # the host copies go now, whoever else holds the lists (round 26: they stayed through ncu)
     host_out_sets.clear()
     torch.cuda.synchronize(device.torch_device)
+    print(f"the replay's own domain: {nest_domain()}")  # ncu and the gathering worker out of its reach (round 35)
     before_submission_code()
     solution = Solution(task, Build.from_paths(spec), device)
     results = [solution.run(inputs, shape, outputs, watch=False) for inputs, outputs in zip(sets, out_sets)]
