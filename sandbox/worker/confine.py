@@ -519,21 +519,19 @@ class _LandlockRulesetAttr(ctypes.Structure):
                 ("scoped", ctypes.c_uint64)]  # fmt: skip
 
 
-LANDLOCK_ACCESS_FS_MAKE_BLOCK = 1 << 11  # handled, so denied: a domain must handle something; this costs nothing
-
-
 def nest_domain() -> str:
     """A Landlock domain nested in the worker's, for the evidence replay before the submission loads: a process may
     not trace one outside its domain (so no /proc/<pid>/fd or mem of ncu, or of the worker that gathers the record),
-    nor, with scoped signals (Linux 6.12+), signal it (red team round 35: a replay wrote a forged error line into
-    ncu's output through /proc/<ncu>/fd/1 and killed ncu). Landlock restricts the calling thread and the threads it
-    starts: the submission's code runs on this one."""
+    nor, with scoped signals, signal it (red team round 35: a replay wrote a forged error line into ncu's output
+    through /proc/<ncu>/fd/1 and killed ncu). Scoped only, no file system right handled: a domain that handles one
+    refuses every rename across folders (EXDEV), which broke Triton's cache on the H200 (2026-11-27). Landlock
+    restricts the calling thread and the threads it starts: the submission's code runs on this one. Linux 6.12+."""
     syscall = _libc.syscall
     abi = syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), LANDLOCK_CREATE_RULESET_VERSION)
-    if abi < 1:
-        return f"unavailable: {os.strerror(ctypes.get_errno())}"
-    scoped = LANDLOCK_SCOPE_SIGNAL if abi >= LANDLOCK_SCOPES_ABI else 0
-    attr = _LandlockRulesetAttr(LANDLOCK_ACCESS_FS_MAKE_BLOCK, 0, scoped)
+    if abi < LANDLOCK_SCOPES_ABI:
+        why = os.strerror(ctypes.get_errno()) if abi < 0 else f"Landlock ABI {abi}"
+        return f"unavailable: {why}; a scoped domain needs Landlock ABI {LANDLOCK_SCOPES_ABI} (Linux 6.12)"
+    attr = _LandlockRulesetAttr(0, 0, LANDLOCK_SCOPE_SIGNAL)
     ruleset = syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), 0)
     if ruleset < 0:
         return f"unavailable: landlock_create_ruleset: {os.strerror(ctypes.get_errno())}"
@@ -543,7 +541,7 @@ def nest_domain() -> str:
             return f"unavailable: landlock_restrict_self: {os.strerror(ctypes.get_errno())}"
     finally:
         os.close(ruleset)
-    return f"nested: Landlock ABI {abi}" + (", signals scoped" if scoped else "")
+    return f"nested: Landlock ABI {abi}, signals scoped"
 
 
 def _scope_signals() -> str:

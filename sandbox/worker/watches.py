@@ -252,8 +252,10 @@ def reachable_bindings(entry: object, label: str) -> dict[str, tuple[object, lis
         module = sys.modules.get(namespace.get("__name__", ""))
         holder = module if module is not None and vars(module) is namespace else namespace
         for name in sorted(names & set(namespace)):
-            guard(holder, name, str(namespace.get("__name__", "?")))
-            reach(namespace[name], names)
+            # Code it may run, not data: an adapted problem's size constants are rebound at every refill (`resize`).
+            if callable(namespace[name]) or isinstance(namespace[name], types.ModuleType):
+                guard(holder, name, str(namespace.get("__name__", "?")))
+                reach(namespace[name], names)
         for cell in function.__closure__ or ():
             with contextlib.suppress(ValueError):  # an empty cell
                 contents = cell.cell_contents

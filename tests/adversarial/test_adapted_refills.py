@@ -65,3 +65,16 @@ def test_an_adapted_suites_own_check_comes_after_the_judges_structure_check():
         with pytest.raises(WrongOutput, match=why):
             _compare(task, case, (x,), got, (x,), "case")
     assert _compare(task, case, (x,), (x.clone(),), (x,), "case") == 0.0
+
+
+def test_refills_at_other_shapes_are_not_tampering():
+    """The guard covers code the refills may run, not data: an adapted problem's size constants are rebound at every
+    refill (on the H200, 2026-11-27, the first version flagged every timed KernelBench step `tampering`)."""
+    from kerneldojo.sandbox.worker.harness import _reference_dependencies
+    from kerneldojo.sandbox.worker.watches import Tampering
+
+    task = kernelbench.load(PROBLEM, check_degenerate=False).task
+    tampering = Tampering(_reference_dependencies(task.reference))
+    for case in (*task.cases("small"), *task.cases("test")):
+        task.reference.make_inputs(case.shape, 1, "cpu")
+    assert tampering.changed() == []
