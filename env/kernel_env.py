@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 from gymnasium import spaces
 
-from kerneldojo.graders.compile import MAX_SOURCE_CHARS
+from kerneldojo.graders.compile import MAX_SOURCE_CHARS, LanguageError
 from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.judge import Judge, versions
 from kerneldojo.result import EvalResult
@@ -164,7 +164,7 @@ class KernelEnv(gym.Env[dict, str]):
     def _evaluate(self, source: str) -> EvalResult:
         try:
             return self.judge.evaluate(self.task, source, self.language, retime=self.retime)
-        except ValueError as e:  # a detected language this task does not take: the agent's mistake
+        except LanguageError as e:  # a detected language this task does not take: the agent's mistake
             result = EvalResult(
                 task=self.task.id, language=self.language or "unknown", device=self.judge.device.name,
                 mode=self.judge.device.mode, status="compile_error", messages=[str(e)], versions=versions(),

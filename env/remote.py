@@ -78,7 +78,11 @@ class _Base:
         if job["state"] != "done":
             return None
         result = EvalResult.model_validate(job["result"])
-        result.reward = self.reward.of(result)
+        try:
+            result.reward = self.reward.of(result)
+        except ValueError as e:  # the service samples its evidence pass; this reward has no maximum to fine it by
+            raise RemoteError(f"job {job['id']}: {e} (the service runs the evidence pass on some steps only: give "
+                              "the env a reward with a maximum, e.g. speedup_max)") from None
         return result
 
 

@@ -90,11 +90,15 @@ def language_mismatch(source: str, language: str) -> str | None:
             f"(or call evaluate) with language={detected!r}, or None to detect it per submission")
 
 
+class LanguageError(ValueError):
+    """A language the judge does not know or the task does not take: the caller's (or the agent's) mistake."""
+
+
 def check_language(task: Task, language: str) -> None:
     if language not in LANGUAGES:
-        raise ValueError(f"language {language!r} is not one of {', '.join(LANGUAGES)}")
+        raise LanguageError(f"language {language!r} is not one of {', '.join(LANGUAGES)}")
     if not task.allows(language):
-        raise ValueError(
+        raise LanguageError(
             f"task {task.id!r} accepts {', '.join(task.spec.languages)}, not {language!r}; "
             f"pass language= one of those"
         )

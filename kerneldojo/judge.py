@@ -232,7 +232,10 @@ class Judge:
         # A timed `ok` is what every check says only where the evidence pass ran: one stored from a step the sampled
         # pass skipped paid a cheat it catches one step in EVIDENCE_ONE_IN on every resubmission of the same source
         # (red team round 31: reroll until a step is not drawn, then resubmit that string).
-        unchecked = result.status == "ok" and self.timed and self.evidence != "off" and result.evidence is None
+        unchecked = result.status == "ok" and self.timed and self.evidence != "off" and (
+            result.evidence is None or result.evidence.note is not None)  # no pass, or one that decided nothing
+        # A replay that died twice may be the machine's doing (red team round 36: a fine stored for good).
+        deterministic = deterministic and "evidence_failed" not in result.checks_fired
         if key and deterministic and not unchecked and result.status in CACHED_STATUSES:
             self.result_cache.put(key, result)
         return result
@@ -363,18 +366,24 @@ class Judge:
         """Does ncu fail on this machine with no submission around: a replay of the starter of vector_add, a small
         shape, in a worker confined as every replay is (counter access can depend on the worker's capabilities)?
         Asked once per judge, only when a pass meets an ncu error."""
-        if self._ncu_alone is None:
-            task = get_task("vector_add")
-            build = compile_submission(task, task.starter("triton"), "triton", self.device.arch)
-            shape = task.cases("small")[-1].shape
-            specs = [(tuple(t.shape), t.dtype) for t in task.expected(
-                *task.reference.make_inputs(shape, 0, "cpu"), shape=shape)]
-            reply = evidence_in_worker(self.device, task, build, shape, [1], specs, self.limits)
-            try:
-                parse_ncu_csv(reply.get("csv", ""))
-                self._ncu_alone = "unavailable" in reply
-            except NcuError:
-                self._ncu_alone = True
+        if self._ncu_alone is not None:
+            return self._ncu_alone
+        task = get_task("vector_add")
+        build = compile_submission(task, task.starter("triton"), "triton", self.device.arch)
+        shape = task.cases("small")[-1].shape
+        specs = [(tuple(t.shape), t.dtype) for t in task.expected(
+            *task.reference.make_inputs(shape, 0, "cpu"), shape=shape)]
+        reply = evidence_in_worker(self.device, task, build, shape, [1], specs, self.limits)
+        if "unavailable" in reply:
+            self._ncu_alone = True
+            return True
+        if reply.get("problems") or "timeout" in reply:  # the probe's replay died (the machine?): decides nothing,
+            return False  # and is asked again next time; meanwhile the error counts as the replay's (fail closed)
+        try:
+            parse_ncu_csv(reply.get("csv", ""))
+            self._ncu_alone = False
+        except NcuError as e:  # only ncu's own refusal of the counters is the machine's (red team round 36)
+            self._ncu_alone = "ERR_NVGPUCTRPERM" in str(e) or "permission" in str(e).lower()
         return self._ncu_alone
 
     def _draw_evidence_seeds(self, task: Task) -> dict:

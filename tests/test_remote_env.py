@@ -72,3 +72,19 @@ def test_async_client_with_many_requests_in_flight(url):
 
     results = asyncio.run(run())
     assert [r.status for r in results] == ["ok", "compile_error"] * 8
+
+
+def test_a_sampled_services_flag_cannot_be_scored_by_an_unbounded_reward():
+    """Red team round 36: a remote env with kevin's reward (no maximum) against a service whose evidence pass is
+    sampled got a ValueError from the fine, which the env took for a language error and scored as a compile error
+    (0, not even the flag's -1). The pairing is a clear error now."""
+    from kerneldojo.graders.reward import RewardConfig
+    from kerneldojo.judge import versions
+    from kerneldojo.result import EvalResult, Evidence
+
+    flagged = EvalResult(task="vector_add", language="triton", device="gpu", mode="gpu", status="flagged",
+                         versions=versions(), evidence=Evidence(one_in=8))
+    job = {"id": "j1", "state": "done", "result": flagged.model_dump(mode="json")}
+    with pytest.raises(RemoteError, match="speedup_max"):
+        RemoteJudge("http://127.0.0.1:9", reward=RewardConfig.preset("kevin"))._verdict(job)
+    assert RemoteJudge("http://127.0.0.1:9")._verdict(job).reward == RewardConfig().audited(8)

@@ -65,6 +65,30 @@ def test_a_timed_ok_is_stored_only_where_the_evidence_pass_ran(tmp_path):
     assert [judge.evaluate("vector_add", source, "triton").reused for _ in range(2)] == [False, True]
 
 
+@pytest.mark.parametrize("outcome", ["a pass that decided nothing", "evidence_failed"])
+def test_no_verdict_the_pass_left_open_or_the_machine_may_have_caused_is_stored(tmp_path, outcome):
+    """Red team round 36: an `ok` whose pass only noted why it decided nothing was stored (and served to every
+    resubmission), and an `evidence_failed` (a replay that died twice, which the machine can cause) stored its fine."""
+    from kerneldojo.graders.checks import Flagged
+    from kerneldojo.judge import Judge
+    from kerneldojo.result import Evidence
+
+    judge = Judge("cpu", result_cache=tmp_path)
+    judge.timed, judge.evidence = True, "sampled"
+
+    def grade(task, source, language, result):
+        result.evidence = Evidence(case="n=1", claimed_ms=1.0, one_in=8)
+        if outcome == "evidence_failed":
+            raise Flagged({"evidence_failed": "evidence_failed: the replay died twice"})
+        result.evidence.note = "no evidence pass: ncu failed"
+
+    judge._grade = grade
+    source = subs.VECTOR_ADD_TRITON + f"\n# {outcome}\n"
+    results = [judge.evaluate("vector_add", source, "triton") for _ in range(2)]
+    assert [r.status for r in results] == ["flagged" if outcome == "evidence_failed" else "ok"] * 2
+    assert [r.reused for r in results] == [False, False]
+
+
 def test_run_limit_follows_the_reference(cpu_judge):
     from kerneldojo.judge import RUN_LIMIT
     from kerneldojo.tasks import get_task
