@@ -269,6 +269,7 @@ def test_a_replay_that_died_fails_the_step_and_says_what_stopped_it(monkeypatch)
     ("always", ["died"], "runtime_error"),  # every step replayed: dying there pays a failure every step
     ("sampled", ["died", "died"], "evidence_failed"),  # drawn one step in 8: dying must cost the pass's fine
     ("sampled", ["died", "unavailable"], "note"),  # the second replay decided nothing: the machine's (no ncu)
+    ("sampled", ["raises", "raises"], "evidence_failed"),  # any failure of a drawn pass (round 37: a csv error)
 ])
 def test_a_replay_that_dies_when_sampled_is_replayed_once_then_flagged(monkeypatch, mode, replies, outcome):
     """A cheat that detects the replay (red team round 32) and dies there would earn a failure's 0 on the drawn step
@@ -283,8 +284,13 @@ def test_a_replay_that_dies_when_sampled_is_replayed_once_then_flagged(monkeypat
     answers = {"died": {"problems": ["no output file for call 1"], "returncode": 9, "limits_hit": []},
                "unavailable": {"unavailable": "ncu is not on PATH", "limits_hit": []}}
     asked = []
-    monkeypatch.setattr(judge_mod, "evidence_in_worker",
-                        lambda *a, **k: asked.append(a[4]) or answers[replies[len(asked) - 1]])
+    def replay(*args, **kwargs):
+        asked.append(args[4])
+        if replies[len(asked) - 1] == "raises":
+            raise RuntimeError("field larger than field limit (131072)")
+        return answers[replies[len(asked) - 1]]
+
+    monkeypatch.setattr(judge_mod, "evidence_in_worker", replay)
     task = get_task("vector_add")
     make = task.reference.make_inputs  # the judge makes the drawn case's inputs itself meanwhile: keep them small
     monkeypatch.setattr(task.reference, "make_inputs", lambda shape, seed, dev: make({**shape, "n": 8}, seed, dev))
@@ -299,7 +305,8 @@ def test_a_replay_that_dies_when_sampled_is_replayed_once_then_flagged(monkeypat
     elif outcome == "evidence_failed":
         with pytest.raises(Flagged) as flagged:
             judge._evidence(task, None, OwnKernels(), result)
-        assert set(flagged.value.checks) == {"evidence_failed"} and "exit 9" in flagged.value.checks["evidence_failed"]
+        assert set(flagged.value.checks) == {"evidence_failed"}
+        assert ("exit 9" if replies[0] == "died" else "field limit") in flagged.value.checks["evidence_failed"]
         assert result.evidence.one_in == judge_mod.EVIDENCE_ONE_IN  # so the reward fines it (`RewardConfig.of`)
     else:
         judge._evidence(task, None, OwnKernels(), result)
@@ -389,6 +396,26 @@ def test_the_replay_cannot_reach_ncus_output_nor_signal_it():
         pytest.skip(f"no Landlock here: {lines[0]}")
     assert lines[1:3] == ["fd refused", "mem refused"], lines
     assert lines[3] == "kill refused", lines
+
+
+def test_a_long_kernel_name_parses_and_a_table_that_does_not_is_altered(monkeypatch):
+    """Red team round 37: a demangled kernel name past the csv module's field limit (131,072 characters) raised an
+    error the pass did not expect. A name of any length within the capped report parses; a table the csv module
+    cannot read is one ncu did not print."""
+    name = "tiny<" + "A" * 200_000 + ">"
+    table = f'"ID","Kernel Name","gpu__time_duration.sum"\n"","","msecond"\n"0","{name}","0.5"\n'
+    (launch,) = parse_ncu_csv(table, strict=True)
+    assert launch["Kernel Name"] == name and launch["gpu__time_duration.sum"] == 0.5
+    import csv
+
+    from kerneldojo.graders import ncu
+
+    def unreadable(lines):
+        raise csv.Error("field larger than field limit (131072)")
+
+    monkeypatch.setattr(ncu.csv, "reader", unreadable)
+    with pytest.raises(NcuReportAltered, match="does not parse"):
+        parse_ncu_csv(table, strict=True)
 
 
 def test_a_third_party_librarys_triton_kernels_count_as_the_submissions():

@@ -65,10 +65,11 @@ def test_a_timed_ok_is_stored_only_where_the_evidence_pass_ran(tmp_path):
     assert [judge.evaluate("vector_add", source, "triton").reused for _ in range(2)] == [False, True]
 
 
-@pytest.mark.parametrize("outcome", ["a pass that decided nothing", "evidence_failed"])
+@pytest.mark.parametrize("outcome", ["a pass that decided nothing", "evidence_failed", "time_disagrees"])
 def test_no_verdict_the_pass_left_open_or_the_machine_may_have_caused_is_stored(tmp_path, outcome):
-    """Red team round 36: an `ok` whose pass only noted why it decided nothing was stored (and served to every
-    resubmission), and an `evidence_failed` (a replay that died twice, which the machine can cause) stored its fine."""
+    """Red team rounds 36 and 37: an `ok` whose pass only noted why it decided nothing was stored (and served to every
+    resubmission), and a flag of the pass (a replay that died twice; ncu's durations stretched by other judges'
+    kernels), which the machine can cause, stored its fine for good."""
     from kerneldojo.graders.checks import Flagged
     from kerneldojo.judge import Judge
     from kerneldojo.result import Evidence
@@ -78,14 +79,14 @@ def test_no_verdict_the_pass_left_open_or_the_machine_may_have_caused_is_stored(
 
     def grade(task, source, language, result):
         result.evidence = Evidence(case="n=1", claimed_ms=1.0, one_in=8)
-        if outcome == "evidence_failed":
-            raise Flagged({"evidence_failed": "evidence_failed: the replay died twice"})
+        if outcome != "a pass that decided nothing":  # a flag of the pass: the machine may have caused it (round 37)
+            raise Flagged({outcome: f"{outcome}: the replay died twice, or other judges' kernels stretched ncu's"})
         result.evidence.note = "no evidence pass: ncu failed"
 
     judge._grade = grade
     source = subs.VECTOR_ADD_TRITON + f"\n# {outcome}\n"
     results = [judge.evaluate("vector_add", source, "triton") for _ in range(2)]
-    assert [r.status for r in results] == ["flagged" if outcome == "evidence_failed" else "ok"] * 2
+    assert [r.status for r in results] == ["ok" if outcome == "a pass that decided nothing" else "flagged"] * 2
     assert [r.reused for r in results] == [False, False]
 
 
