@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 import submissions as subs
-from served import kill_process, serve_process, served_in_thread, wait_healthy
+from served import ScriptedExecutor, kill_process, serve_process, served_in_thread, wait_healthy
 
 from kerneldojo.batch.store import ResultStore
 from kerneldojo.service import ServiceConfig, load_tokens
@@ -186,28 +186,11 @@ def a_result(task: str, language: str, status: str):
                       versions=Versions(kerneldojo="0", python="3", torch="2"))  # fmt: skip
 
 
-class InstantExecutor:
+class InstantExecutor(ScriptedExecutor):
     """Answers each evaluation at once with `status`, counting them."""
 
     def __init__(self, status: str):
-        self.status, self.calls, self.slots = status, 0, ["cpu"]
-
-    def submit(self, task, source, language=None):
-        from concurrent.futures import Future
-
-        self.calls += 1
-        future = Future()
-        future.set_result(a_result(task, language, self.status))
-        return future
-
-    def describe(self):
-        return "instant"
-
-    def close(self, wait=True):
-        pass
-
-    def __len__(self):
-        return 1
+        super().__init__(lambda n, task, language: a_result(task, language, status))
 
 
 @pytest.mark.parametrize("status", ["ok", "wrong", "timeout"])

@@ -5,8 +5,7 @@ to a GPU job."""
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import itertools
+from served import ScriptedExecutor
 
 from kerneldojo.batch import record_of, submission
 from kerneldojo.batch.store import ResultStore
@@ -27,26 +26,11 @@ def gpu_result(status: str, checked: bool) -> EvalResult:
     return result
 
 
-class SampledPool:
+def sampled_pool() -> ScriptedExecutor:
     """A GPU pool with evidence="sampled" over this cheat: its first step not drawn (`ok`, unchecked), every later
     one drawn (`flagged`)."""
-
-    def __init__(self):
-        self.slots, self.calls = ["cuda:0"], itertools.count()
-
-    def submit(self, task, source, language=None, retime=False):
-        future = cf.Future()
-        future.set_result(gpu_result("ok", False) if next(self.calls) == 0 else gpu_result("flagged", True))
-        return future
-
-    def describe(self):
-        return "sampled"
-
-    def close(self, wait=True):
-        pass
-
-    def __len__(self):
-        return 1
+    return ScriptedExecutor(lambda n, task, language: gpu_result("ok", False) if n == 0 else
+                            gpu_result("flagged", True), slots=["cuda:0"])
 
 
 def test_an_unchecked_ok_and_a_cpu_mode_ok_are_not_served_again(tmp_path):
@@ -55,7 +39,7 @@ def test_an_unchecked_ok_and_a_cpu_mode_ok_are_not_served_again(tmp_path):
                         versions=versions())
     with store.writer() as append:  # a CPU batch's record of the same string, in the service's store
         append(record_of(submission("vector_add", SOURCE, "triton", "batch"), cpu_ok, "cpu"))
-    pool = SampledPool()
+    pool = sampled_pool()
     queue = JobQueue(tmp_path / "state", store, pool, in_flight=1)
     try:
         verdicts = []
@@ -66,4 +50,4 @@ def test_an_unchecked_ok_and_a_cpu_mode_ok_are_not_served_again(tmp_path):
     finally:
         queue.close()
     assert verdicts == [("ok", False), ("flagged", False), ("flagged", False)]  # each judged: the pass drawn after
-    assert next(pool.calls) == 3
+    assert pool.calls == 3
