@@ -17,10 +17,12 @@ Two programs in one module:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -165,10 +167,20 @@ def gather(task_id: str, build, shape: dict, seeds: list[int], output_specs: lis
         if armed is not None:  # it died before reading its spec (ncu refused?), or prepared another case
             armed["process"].kill()
             armed["process"].wait()
+            shutil.rmtree(armed["folder"], ignore_errors=True)  # trusted code's files only: it never got a spec
         folder = Path(tempfile.mkdtemp(prefix="evidence-"))
         (folder / "spec.json").write_text(json.dumps(spec))
         process = subprocess.Popen(_profiled(ncu, [str(folder / "spec.json")]), stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, cwd=folder, close_fds=True)
+    try:
+        return _gathered(process, folder, specs, len(seeds), sample, deadline, limit_s, waited, used_armed)
+    finally:  # what the replay wrote goes with it (a worker's scratch goes anyway; a test's /tmp would keep it)
+        with contextlib.suppress(OSError, RecursionError):  # a tree too deep is the worker's scratch's to drop
+            shutil.rmtree(folder)
+
+
+def _gathered(process, folder: Path, specs: list, calls: int, sample, deadline: float, limit_s: float, waited: float,
+              used_armed: bool) -> dict:  # fmt: skip
     try:
         # stdout is ncu's alone: the replay sends its own (and the submission's) elsewhere before loading it.
         started = time.monotonic()
@@ -179,7 +191,7 @@ def gather(task_id: str, build, shape: dict, seeds: list[int], output_specs: lis
         process.communicate()
         return {"timeout": f"the replay under Nsight Compute ran past {limit_s:.0f} s"}
     outputs, problems = [], []
-    for call in range(len(seeds)):
+    for call in range(calls):
         row = []
         for index, (size, dtype) in enumerate(specs):
             try:
