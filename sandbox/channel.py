@@ -3,26 +3,31 @@
 A writer thread sends (a worker that stops reading cannot block the judge past its limit) and a reader
 thread receives and decodes (`protocol.loads`), so that a reply dripped in slowly, or half a frame
 followed by silence, blocks only that thread: the caller's deadline still fires and kills the worker.
-A frame longer than the pending request's reply may be (`cap`) is refused before it is read. EOF, a
-malformed reply or an oversized one closes the channel; the worker then counts as dead.
+A frame longer than the pending request's reply may be (`cap`) is refused before it is read, and so is any frame
+past the few a request may bring (its reply and `PROGRESS_CAP` progress frames): the bytes of each frame are capped,
+and so is their number (red team round 38: a worker resending one maximal frame after its reply grew the judge by its
+size each time, until the judge's next read). EOF, a malformed reply, an oversized one or one too many closes the
+channel; the worker then counts as dead.
 """
 
 from __future__ import annotations
 
 import contextlib
+import pickle
 import queue
 import socket
 import threading
 
 import torch
 
-from .protocol import dumps, loads, recv_frame, reply_cap, send_frame
+from .protocol import PROGRESS_CAP, dumps, loads, recv_frame, reply_cap, send_frame
 
 
 class Channel:
     def __init__(self, sock: socket.socket, device: torch.device, cuda_ipc: bool = False):
         self.sock, self.device, self.cuda_ipc = sock, device, cuda_ipc
         self.cap = reply_cap()  # set per request by `put`
+        self.frames_left = 0  # what the pending request may still bring: its reply and its progress frames
         self.inbox: queue.Queue = queue.Queue()
         self.outbox: queue.Queue = queue.Queue()
         self.closed = threading.Event()
@@ -32,6 +37,7 @@ class Channel:
 
     def put(self, item, max_reply_bytes: int | None = None) -> None:
         self.cap = max_reply_bytes or reply_cap()
+        self.frames_left = 1 + PROGRESS_CAP
         # Encoded now: later changes to the judge's tensors do not travel.
         self.outbox.put(dumps(item, self.cuda_ipc, share_fds=True))
 
@@ -53,13 +59,20 @@ class Channel:
     def _read(self) -> None:
         try:
             while True:
-                data = recv_frame(self.sock, lambda: self.cap)  # the cap of the request sent while it waited
+                data = recv_frame(self.sock, self._cap)
+                self.frames_left -= 1  # before the reply is handed over: the next request's `put` comes after
                 self.inbox.put(loads(data, self.device))
         except (EOFError, OSError):
             pass
         except Exception as e:  # a forged, broken or oversized reply; nothing in it was executed
             self.error = f"the worker sent a malformed reply ({type(e).__name__}: {e}); it was stopped"
         self.closed.set()
+
+    def _cap(self) -> int:
+        """Asked once a frame's header is in: the cap of the request sent while the reader waited."""
+        if self.frames_left <= 0:
+            raise pickle.UnpicklingError("a frame that no pending request asked for (a forged or repeated reply)")
+        return self.cap
 
     def _write(self) -> None:
         while (data := self.outbox.get()) is not None:

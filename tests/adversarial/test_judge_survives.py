@@ -64,6 +64,31 @@ def test_a_frame_longer_than_the_reply_may_be_is_refused_unread(short_judge):
     _honest_passes(short_judge)
 
 
+def test_frames_past_a_requests_reply_are_refused_unread():
+    """Red team round 38: after its reply, a worker that resent one maximal frame had each copy decoded into the judge's
+    inbox (up to the request's cap each, no limit on their number) until the judge's next read. A request may bring
+    its reply and its progress frames; the next frame is refused from its header, unread, and closes the channel."""
+    import socket
+
+    from kerneldojo.sandbox.channel import Channel
+    from kerneldojo.sandbox.protocol import PROGRESS_CAP, dumps, reply_cap, send_frame
+
+    judge_end, worker_end = socket.socketpair()
+    channel = Channel(judge_end, torch.device("cpu"))
+    try:
+        channel.put((1, "run", ()), reply_cap(1 << 20))
+        for _ in range(1 + PROGRESS_CAP):  # as many as the request allows: all read
+            send_frame(worker_end, dumps((1, "ok", (torch.zeros(1 << 18),))))
+        for _ in range(1 + PROGRESS_CAP):
+            assert channel.get(timeout=10)[1] == "ok"
+        send_frame(worker_end, dumps((1, "ok", (torch.zeros(8),))))  # one more (small: nobody reads it): refused
+        assert channel.closed.wait(10) and "no pending request asked for" in channel.error
+        assert channel.inbox.empty()
+    finally:
+        channel.close()
+        worker_end.close()
+
+
 def test_a_huge_error_message_is_capped(short_judge):
     result = short_judge.evaluate("vector_add", HUGE_MESSAGE, "python")
     assert result.status == "runtime_error"
