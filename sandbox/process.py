@@ -44,6 +44,7 @@ import torch
 import torch.multiprocessing as mp
 
 from kerneldojo.graders.checks import Flagged, message
+from kerneldojo.graders.timing import MAX_RUNS
 from kerneldojo.result import TimeStats, printable
 from kerneldojo.tasks import Task, task_ref
 
@@ -163,6 +164,9 @@ def _implausible(timed: TimedRuns, sets: int) -> str | None:
     share = getattr(timed.profile, "own_share", None)
     if share is not None and not (isinstance(share, float) and 0 <= share <= 1):
         return f"the worker reported an own share of {share!r}"
+    runs = getattr(timed.stats, "runs", None)
+    if not (isinstance(runs, int) and 1 <= runs <= MAX_RUNS):  # the judge's seed accounting indexes by it (round 39)
+        return f"the worker reported {runs!r} timed runs (the harness makes 1 to {MAX_RUNS})"
     return None
 
 

@@ -486,9 +486,11 @@ def test_a_triton_kernel_named_like_a_torch_kernel_claims_it_nowhere():
 
 
 @pytest.mark.parametrize(("field", "value"), [("median_ms", float("nan")), ("min_ms", -1.0), ("own_share", 1.5),
-                                              ("kernel_ms", float("inf")), ("own_share", float("nan"))])
+                                              ("kernel_ms", float("inf")), ("own_share", float("nan")),
+                                              ("runs", 10**6), ("runs", 0)])
 def test_figures_a_worker_cannot_have_measured_are_refused(field, value):
-    """Red team round 12: a NaN median made every bound the judge checks false; an own share above 1 paid more."""
+    """Red team round 12: a NaN median made every bound the judge checks false; an own share above 1 paid more.
+    Round 39: a run count past the harness's made the judge's seed accounting fail (a failure's 0, not a flag)."""
     from kerneldojo.result import ProfileStats, TimeStats
     from kerneldojo.sandbox.process import _implausible
     from kerneldojo.sandbox.protocol import TimedRuns
@@ -500,7 +502,7 @@ def test_figures_a_worker_cannot_have_measured_are_refused(field, value):
     target = stats if field in TimeStats.model_fields else profile
     setattr(target, field, value)
     problem = _implausible(TimedRuns(stats, profile, ran), 1)
-    assert field in problem or "own share" in problem
+    assert field in problem or "own share" in problem or "timed runs" in problem
 
 
 @pytest.mark.parametrize("outputs", [[], [()], [(0,)], [(0,), (0,), (0,)], [None, (0,)], [(0,), None]])

@@ -24,19 +24,22 @@ from kerneldojo.batch.db import Base, SqlStore
 from kerneldojo.batch.store import JsonlStore, ResultStore, copy_records, export_records
 from kerneldojo.cli import main
 from kerneldojo.judge import versions
-from kerneldojo.result import CaseTiming, EvalResult, TimeStats
+from kerneldojo.result import CaseTiming, EvalResult, Evidence, TimeStats
 from kerneldojo.tasks import task_content_hash
 from kerneldojo.version import PROTOCOL_VERSION
 
 
-def record(task="vector_add", device="NVIDIA H100", status="ok", ms=None, speedup=None, label="x", **meta) -> dict:
+def record(task="vector_add", device="NVIDIA H100", status="ok", ms=None, speedup=None, label="x", audited=True,
+           **meta) -> dict:  # fmt: skip
+    """A store's record; a timed one was checked by the evidence pass unless `audited=False`."""
     timings = []
     if ms is not None:
         stats = TimeStats(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, iqr_ms=0.0, runs=10)
         timings = [CaseTiming(case="n=1", submission=stats)]
     result = EvalResult(task=task, language="triton", device=device, mode="gpu" if "NVIDIA" in device else "cpu",
                         status=status, timed=ms is not None, timings=timings, speedup=speedup,
-                        speedup_vs_compile=speedup and speedup / 2, versions=versions())  # fmt: skip
+                        speedup_vs_compile=speedup and speedup / 2, versions=versions(),
+                        evidence=Evidence(case="n=1", claimed_ms=ms) if ms is not None and audited else None)
     return {"label": label, "hash": "h" + label, "slot": "cuda:0", **meta, **result.model_dump(mode="json")}
 
 
@@ -269,6 +272,18 @@ def test_a_reused_result_is_never_ranked():
     (standing,) = leaderboard.build_board(records).standings
     assert standing.best["label"] == "judged" and (standing.correct, standing.reused) == (1, 1)
     assert "1 correct result(s) reused from the judge's cache, not re-judged" in leaderboard.render_leaderboard(records)
+
+
+def test_a_timed_result_no_evidence_pass_checked_is_never_ranked():
+    """Red team round 39: a step the sampled pass did not draw (a cheat rerolls until it gets one) ranked its speedup
+    as the task's best. Only a timed result whose pass was drawn is ranked; the others are counted."""
+    unchecked = record(label="unchecked", ms=0.1, speedup=10.0, audited=False)
+    records = [record(label="checked", ms=2.0, speedup=1.0), unchecked]
+    (standing,) = leaderboard.build_board(records).standings
+    assert standing.best["label"] == "checked" and (standing.correct, standing.unaudited) == (1, 1)
+    assert "1 correct timed result(s) whose speed no evidence pass checked" in leaderboard.render_leaderboard(records)
+    bests = leaderboard.Bests(records)
+    assert bests._best[bests._key(unchecked)]["label"] == "checked"
 
 
 class ReusingPool:

@@ -8,7 +8,8 @@ than p, and the geometric-mean speedup. `render_leaderboard` is the CLI table; `
 
 A result answered from the judge's result cache (`reused`) is never ranked: a new best is judged again on fresh
 seeds before it is stored (`Bests.rejudge`, used by `run_batch` and the service), and that record says
-`rejudged`.
+`rejudged`. Nor is a timed result whose speed no evidence pass checked (`audited`: a judge with the pass off, or a
+step the sampled pass did not draw, which a cheat could reroll until it got: red team round 39).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class Standing:
     history: list[dict] = field(default_factory=list)  # each record that was the best when it arrived (timed)
     version: tuple[str | None, int | None] = (None, None)  # (task_hash, protocol)
     reused: int = 0  # correct results answered from the judge's cache, not re-judged: never ranked
+    unaudited: int = 0  # correct timed results whose speed no evidence pass checked: never ranked
 
 
 @dataclass
@@ -62,6 +64,11 @@ class Board:
 def correct(record: dict) -> bool:
     """Counts for the leaderboard: correct on every check, and no anti-cheat check fired."""
     return record.get("status") == "ok" and not record.get("checks_fired")
+
+
+def audited(record: dict) -> bool:
+    """Untimed, or timed on a step the evidence pass was drawn for (whatever it could decide: `evidence.note`)."""
+    return not record.get("timed") or record.get("evidence") is not None
 
 
 def scored_ms(timing: dict) -> float:
@@ -107,7 +114,7 @@ class Bests:
         return record.get("task"), record.get("device"), *version_of(record)
 
     def add(self, record: dict) -> None:
-        if correct(record) and not record.get("reused"):
+        if correct(record) and audited(record) and not record.get("reused"):
             best = self._best.get(self._key(record))
             if best is None or _rank(record) > _rank(best):
                 self._best[self._key(record)] = record
@@ -145,6 +152,8 @@ def build_board(records: Iterable[dict], all_versions: bool = False) -> Board:
             standing.not_run += 1
         elif correct(record) and record.get("reused"):
             standing.reused += 1
+        elif correct(record) and not audited(record):
+            standing.unaudited += 1
         elif correct(record):
             standing.correct += 1
             if standing.best is None or _rank(record) > _rank(standing.best):
@@ -234,6 +243,8 @@ def render_leaderboard(records: Iterable[dict], all_versions: bool = False) -> s
     reused = sum(s.reused for s in board.standings)
     if reused:
         text += f"\n({reused} correct result(s) reused from the judge's cache, not re-judged: not ranked)"
+    if unaudited := sum(s.unaudited for s in board.standings):
+        text += f"\n({unaudited} correct timed result(s) whose speed no evidence pass checked: not ranked)"
     if board.other_versions:
         text += (f"\n({board.other_versions} result(s) of older task versions or judge protocols not compared; "
                  "--all-versions shows them)")  # fmt: skip
