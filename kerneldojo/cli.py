@@ -183,7 +183,9 @@ def cmd_demo(args) -> int:
     solutions = [(t, lang, path) for t in args.task or list_tasks() for lang, path in shipped_solutions(t).items()]
     done: dict[int, EvalResult] = {}
     with GPUPool(args.device) as pool:  # every GPU, or CPU slots: the batch path
-        jobs = ((i, (task_id, path.read_text(), lang)) for i, (task_id, lang, path) in enumerate(solutions))
+        # Judged afresh (retime): a verdict reused from the judge's cache is never ranked, so a second demo on the
+        # same machine printed an empty board.
+        jobs = ((i, (task_id, path.read_text(), lang, True)) for i, (task_id, lang, path) in enumerate(solutions))
         for outcome in pool.imap_unordered(jobs):
             if outcome.error is not None:
                 raise outcome.error
