@@ -284,6 +284,10 @@ def test_a_timed_result_no_evidence_pass_checked_is_never_ranked():
     assert "1 correct timed result(s) whose speed no evidence pass checked" in leaderboard.render_leaderboard(records)
     bests = leaderboard.Bests(records)
     assert bests._best[bests._key(unchecked)]["label"] == "checked"
+    noted = record(label="noted", ms=0.1, speedup=10.0)  # round 40: drawn, but the pass decided nothing
+    noted["evidence"]["note"] = "no evidence pass for isolation='docker' yet: the GPU figures are the worker's"
+    (standing,) = leaderboard.build_board([*records, noted]).standings
+    assert standing.best["label"] == "checked" and standing.unaudited == 2
 
 
 class ReusingPool:

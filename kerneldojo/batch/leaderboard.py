@@ -8,8 +8,9 @@ than p, and the geometric-mean speedup. `render_leaderboard` is the CLI table; `
 
 A result answered from the judge's result cache (`reused`) is never ranked: a new best is judged again on fresh
 seeds before it is stored (`Bests.rejudge`, used by `run_batch` and the service), and that record says
-`rejudged`. Nor is a timed result whose speed no evidence pass checked (`audited`: a judge with the pass off, or a
-step the sampled pass did not draw, which a cheat could reroll until it got: red team round 39).
+`rejudged`. Nor is a timed result whose speed no evidence pass checked (`audited`: a judge with the pass off, a step
+the sampled pass did not draw, which a cheat could reroll until it got, or a pass that decided nothing: red team
+rounds 39 and 40).
 """
 
 from __future__ import annotations
@@ -67,8 +68,11 @@ def correct(record: dict) -> bool:
 
 
 def audited(record: dict) -> bool:
-    """Untimed, or timed on a step the evidence pass was drawn for (whatever it could decide: `evidence.note`)."""
-    return not record.get("timed") or record.get("evidence") is not None
+    """Untimed, or timed on a step whose evidence pass ran and decided (no `note`): the rule by which the judge's
+    result cache stores a timed `ok` (red team round 40: a pass that only noted why it decided nothing, as on the
+    docker backend or without ncu, ranked the worker's own figures)."""
+    evidence = record.get("evidence")
+    return not record.get("timed") or (isinstance(evidence, dict) and not evidence.get("note"))
 
 
 def scored_ms(timing: dict) -> float:
