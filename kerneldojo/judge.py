@@ -72,6 +72,7 @@ from kerneldojo.result import (
     TimeStats,
     Versions,
     printable,
+    speed_audited,
 )
 from kerneldojo.sandbox.backends import BACKENDS, check_isolation
 from kerneldojo.sandbox.device import Device, ExportedMemory, resolve_device, synchronize
@@ -232,8 +233,7 @@ class Judge:
         # A timed `ok` is what every check says only where the evidence pass ran: one stored from a step the sampled
         # pass skipped paid a cheat it catches one step in EVIDENCE_ONE_IN on every resubmission of the same source
         # (red team round 31: reroll until a step is not drawn, then resubmit that string).
-        unchecked = result.status == "ok" and self.timed and self.evidence != "off" and (
-            result.evidence is None or result.evidence.note is not None)  # no pass, or one that decided nothing
+        unchecked = result.status == "ok" and self.evidence != "off" and not speed_audited(self.timed, result.evidence)
         # A flag of the evidence pass (it runs only where nothing else fired) may be the machine's doing: a replay
         # killed twice, ncu's durations stretched by other judges' kernels (red team rounds 36, 37: fines kept).
         deterministic = deterministic and not (result.status == "flagged" and result.evidence is not None)
@@ -346,16 +346,20 @@ class Judge:
             try:
                 fired = self._gather_evidence(task, build, own, case, seeds, armed, claimed, result.evidence)
             except Exception as first:  # any failure of a drawn pass (red team round 37: a csv error)
-                if self.evidence != "sampled":
-                    raise  # every step replayed: dying there earns a failure's reward every step, no more
-                # Drawn on one step in EVIDENCE_ONE_IN, a replay that dies must cost the sampled pass's fine, or a
-                # cheat that detects the replay and dies there earns a failure's 0 on the drawn step and its forged
-                # reward on the rest. Once more from fresh seeds first: replays have been killed beside other
-                # workers (exit 9), the machine's doing, which a second replay rarely meets again.
+                # Once more from fresh seeds, in every mode: replays have been killed beside other judges (ncu exit
+                # 9, no outputs; H100 2026-11-24, H200 2026-11-27), the machine's doing, which a second replay
+                # rarely meets again, and an honest kernel must not fail by it. A cheat that dies on purpose only
+                # costs the judge a second replay.
                 retry = [secrets.randbits(31) for _ in range(REPLAY_CALLS)]
+                result.evidence.retried = capped(str(first))[:500]
                 try:
                     fired = self._gather_evidence(task, build, own, case, retry, None, claimed, result.evidence)
                 except Exception as again:
+                    if self.evidence != "sampled":
+                        raise again from first  # every step replayed: dying there earns a failure's reward, no more
+                    # Drawn on one step in EVIDENCE_ONE_IN, a replay that dies must cost the sampled pass's fine, or
+                    # a cheat that detects the replay and dies there earns a failure's 0 on the drawn step and its
+                    # forged reward on the rest.
                     fired = {"evidence_failed": message("evidence_failed", f"{capped(str(first))[:300]}; then: "
                                                                            f"{capped(str(again))[:300]}")}
         if result.evidence.own_share is not None and result.kernel_coverage is not None:  # the judge's figure bounds it
@@ -438,8 +442,10 @@ class Judge:
             # A replay that died is a failed step, not a flag: its cause may be the machine's (ncu saves device
             # memory on the host to replay kernels; beside four workers replays were killed, exit 9, on the H100
             # on 2026-11-24), and a submission that dies on purpose gains nothing over an honest failure by it.
-            said = "\n".join(f"{who} said:\n{capped(reply.get(key, ''))[-1500:]}"
-                             for who, key in (("ncu", "stderr"), ("the replay", "replay_log")) if reply.get(key))
+            # ncu's own lines (==ERROR==, ==PROF==) go to its stdout, among the CSV rows: why it ended, if it said
+            ncu_lines = "\n".join(line for line in str(reply.get("csv", "")).splitlines() if line.startswith("=="))
+            said = "\n".join(f"{who} said:\n{capped(text)[-1500:]}" for who, text in (
+                ("ncu", ncu_lines + str(reply.get("stderr", ""))), ("the replay", reply.get("replay_log", ""))) if text)
             limits_hit = "".join(f"; {note.replace('the worker', 'the replay')}" for note in reply["limits_hit"])
             raise SubmissionError(f"the replay under Nsight Compute (exit {reply.get('returncode')}) wrote no outputs "
                                   f"({capped(problems)[:300]}){limits_hit}; {said}")

@@ -168,6 +168,8 @@ class Evidence(BaseModel):
     note: str | None = Field(None, description="why the pass decided nothing (no ncu, no counters): then the GPU's "
                              "evidence is the worker's")
     armed: bool | None = Field(None, description="the replay was started under ncu ahead of the step (None: unknown)")
+    retried: str | None = Field(None, description="why the first replay failed, when the pass replayed once more "
+                                "(a replay killed by the machine, or the submission's doing)")
     seconds: dict[str, float] = Field({}, description="where the pass's time went: `inputs` (the judge's expected "
                                       "outputs), `take` (an armed or spare worker), `wait` (for the armed replay to "
                                       "read its spec), `replay` (ncu and the replay, after the spec), `worker` (the "
@@ -197,6 +199,21 @@ PHASES: dict[str, str] = {
     "recheck": "checking the timed runs' last outputs against the reference",
     "evidence": "a fresh worker replaying one bench case under Nsight Compute (the evidence pass, GPU only)",
 }
+
+
+def speed_audited(timed: bool, evidence: Evidence | dict | None) -> bool:
+    """Is a result's speed the judge's word: untimed, or timed on a step whose evidence pass ran and decided (no
+    `note`)? The one rule by which the judge's result cache stores a timed `ok` (red team round 31: one the sampled
+    pass skipped, stored, paid a cheat on every resubmission) and the leaderboard ranks a speed (round 40: a pass that
+    only noted why it decided nothing, on the docker backend or without ncu, ranked the worker's own figures).
+    `evidence` as stored (a dict) or as judged."""
+    if isinstance(evidence, dict):
+        note = evidence.get("note")
+    elif isinstance(evidence, Evidence):
+        note = evidence.note
+    else:
+        return not timed
+    return not timed or not note
 
 
 def _finite_json(data: Any) -> Any:

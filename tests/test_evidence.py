@@ -254,27 +254,33 @@ def test_a_replay_that_died_fails_the_step_and_says_what_stopped_it(monkeypatch)
     from kerneldojo.sandbox.protocol import SubmissionError
     from kerneldojo.tasks import get_task
 
-    died = {"problems": ["no output file for call 1"], "returncode": -9, "stderr": "==PROF== Connected",
+    died = {"problems": ["no output file for call 1"], "returncode": -9, "stderr": "",
+            "csv": '"ID","Kernel Name"\n==PROF== Connected to process 7\n==ERROR== The application returned an error',
             "limits_hit": ["the worker ran out of host memory: its limit is 16 GiB and the OOM killer ended it"]}
     monkeypatch.setattr(judge_mod, "evidence_in_worker", lambda *a, **k: died)
     task = get_task("vector_add")
     judge = judge_mod.Judge("cpu")
-    with pytest.raises(SubmissionError, match=r"exit -9.*the replay ran out of host memory"):
+    with pytest.raises(SubmissionError, match=r"exit -9.*the replay ran out of host memory") as failed:
         judge._gather_evidence(task, None, OwnKernels(), task.cases("bench")[0], [1, 2], None, 1.0,
                                Evidence(case="c", claimed_ms=1))
+    assert "==PROF== Connected to process 7\n==ERROR== The application" in str(failed.value)  # ncu's own lines
+    assert "Kernel Name" not in str(failed.value)
     assert "runtime_error" not in judge_mod.CACHED_STATUSES
 
 
 @pytest.mark.parametrize(("mode", "replies", "outcome"), [
-    ("always", ["died"], "runtime_error"),  # every step replayed: dying there pays a failure every step
+    ("always", ["died", "died"], "runtime_error"),  # every step replayed: dying there pays a failure every step
+    ("always", ["died", "unavailable"], "note"),  # an honest kernel whose first replay the machine killed
     ("sampled", ["died", "died"], "evidence_failed"),  # drawn one step in 8: dying must cost the pass's fine
     ("sampled", ["died", "unavailable"], "note"),  # the second replay decided nothing: the machine's (no ncu)
     ("sampled", ["raises", "raises"], "evidence_failed"),  # any failure of a drawn pass (round 37: a csv error)
 ])
-def test_a_replay_that_dies_when_sampled_is_replayed_once_then_flagged(monkeypatch, mode, replies, outcome):
-    """A cheat that detects the replay (red team round 32) and dies there would earn a failure's 0 on the drawn step
-    and its forged reward on the other seven: in sampled mode a dead replay is replayed once from fresh seeds (the
-    machine kills replays at times), and a second death is `evidence_failed`, which the reward fines."""
+def test_a_replay_that_dies_is_replayed_once_then_fails_or_when_sampled_is_flagged(monkeypatch, mode, replies,
+                                                                                     outcome):
+    """A dead replay is replayed once from fresh seeds in every mode (the machine kills replays at times: an honest
+    kernel must not fail by it). A cheat that detects the replay (red team round 32) and dies there would earn a
+    failure's 0 on the drawn step and its forged reward on the other seven: in sampled mode a second death is
+    `evidence_failed`, which the reward fines; replayed on every step, it is the step's failure."""
     from kerneldojo import judge as judge_mod
     from kerneldojo.graders.checks import Flagged
     from kerneldojo.result import CaseTiming, EvalResult, TimeStats
@@ -302,6 +308,7 @@ def test_a_replay_that_dies_when_sampled_is_replayed_once_then_flagged(monkeypat
     if outcome == "runtime_error":
         with pytest.raises(SubmissionError, match="exit 9"):
             judge._evidence(task, None, OwnKernels(), result)
+        assert "exit 9" in result.evidence.retried
     elif outcome == "evidence_failed":
         with pytest.raises(Flagged) as flagged:
             judge._evidence(task, None, OwnKernels(), result)

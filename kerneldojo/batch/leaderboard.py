@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from kerneldojo.result import EvalResult, one_line, printable
+from kerneldojo.result import EvalResult, one_line, printable, speed_audited
 
 from .store import ResultStore
 
@@ -68,11 +68,8 @@ def correct(record: dict) -> bool:
 
 
 def audited(record: dict) -> bool:
-    """Untimed, or timed on a step whose evidence pass ran and decided (no `note`): the rule by which the judge's
-    result cache stores a timed `ok` (red team round 40: a pass that only noted why it decided nothing, as on the
-    docker backend or without ncu, ranked the worker's own figures)."""
-    evidence = record.get("evidence")
-    return not record.get("timed") or (isinstance(evidence, dict) and not evidence.get("note"))
+    """Its speed is the judge's word (`result.speed_audited`, the result cache's rule)."""
+    return speed_audited(bool(record.get("timed")), record.get("evidence"))
 
 
 def scored_ms(timing: dict) -> float:

@@ -422,8 +422,13 @@ def _setup_mounts(plan: Plan, redirect_output, own_proc: bool) -> str:
     os.makedirs(f"{new}/proc", exist_ok=True)
     if own_proc:  # before the pivot: a user namespace may mount a proc only while one is fully visible
         _mount("proc", f"{new}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    else:  # no pid namespace, so no /proc of its own: the host's, as before
+    else:  # no pid namespace, so no /proc of its own: the host's, read-only all through (red team round 41: the
+        # host's sysctls such as core_pattern, /proc/irq, the judge's oom_score_adj were a uid's to write, and a root
+        # judge's worker is root outside), the sysrq trigger masked
         _mount("/proc", f"{new}/proc", None, MS_BIND | MS_REC)
+        if os.path.exists(f"{new}/proc/sysrq-trigger"):
+            _mount("/dev/null", f"{new}/proc/sysrq-trigger", None, MS_BIND)
+        _make_readonly(f"{new}/proc", recursive=True)
     if plan.gpu:  # the CUDA driver and NVML read the GPU's PCI topology and NUMA nodes from /sys
         os.makedirs(f"{new}/sys", exist_ok=True)
         _mount("/sys", f"{new}/sys", None, MS_BIND | MS_REC)

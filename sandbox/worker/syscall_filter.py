@@ -17,8 +17,9 @@ the submission loaded (docs/threat-model.md).
 
 `refuse_reaching_other_processes` is loaded in every mode by each process about to load a submission: the
 system calls whose permission is only "the same uid" (prlimit on another process set the judge's RLIMIT_CPU to
-one second, and the kernel killed it: red team round 14, a GPU worker, which has no pid namespace) act on the
-caller only. Signals are scoped by Landlock (`confine._scope_signals`); tracing needs a capability the worker
+one second, and the kernel killed it: red team round 14, a GPU worker, which has no pid namespace; CPU affinity,
+priorities of a whole uid, page migration: round 41) act on the caller only. Signals are scoped by Landlock
+(`confine._scope_signals`); tracing needs a capability the worker
 lacks."""
 
 from __future__ import annotations
@@ -58,11 +59,17 @@ def refuse_reaching_other_processes() -> str | bool:
         return f"unavailable: {type(e).__name__}: {e}"
     refuse, other = seccomp.ERRNO(errno.EPERM), lambda arg: seccomp.Arg(arg, seccomp.NE, 0)
     rules = seccomp.SyscallFilter(seccomp.ALLOW)
-    rules.add_rule(refuse, "prlimit64", other(0))
-    for name in ("sched_setscheduler", "sched_setparam", "sched_setattr"):
+    # Red team round 41: sched_setaffinity was missing (a worker pinned every spare, the next step's worker and the
+    # armed replays to one CPU), and so were move_pages and migrate_pages, whose permission is the same uid too.
+    for name in ("prlimit64", "sched_setscheduler", "sched_setparam", "sched_setattr", "sched_setaffinity",
+                 "migrate_pages", "move_pages"):
         rules.add_rule(refuse, name, other(0))
-    for name in ("setpriority", "ioprio_set"):  # (which, who, ...)
-        rules.add_rule(refuse, name, other(1))
+    # (which, who, ...): the caller alone, which is PRIO_PROCESS (0) / IOPRIO_WHO_PROCESS (1) with who 0. Round 41:
+    # who 0 with PRIO_USER or IOPRIO_WHO_USER is "every process of my uid", the judge's and its workers'.
+    rules.add_rule(refuse, "setpriority", other(0))
+    rules.add_rule(refuse, "setpriority", other(1))
+    rules.add_rule(refuse, "ioprio_set", seccomp.Arg(0, seccomp.NE, 1))
+    rules.add_rule(refuse, "ioprio_set", other(1))
     return _load(rules)
 
 

@@ -4,12 +4,15 @@ Each case runs a submission that tries, and checks that nothing came back or sta
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
 import resource
 import secrets
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -241,6 +244,7 @@ def test_a_cpu_worker_opens_no_socket_of_any_family():
 # constants: red team round 9's probe found its own script's values so) and gave it the judge's command line.
 JUDGES_MAIN = """
 import sys
+from pathlib import Path
 
 
 def solution(x, y):
@@ -290,7 +294,7 @@ def test_a_worker_reads_nothing_of_the_judges_stdin():
 # A worker without a pid namespace (GPU mode's default) sees the judge's pid and shares its uid, which is all
 # kill(2) asks: it signals the judge and every process of that uid, unless its own Landlock domain scopes signals.
 SIGNAL_OUTSIDE = """
-import os, resource, signal
+import ctypes, os, resource, signal
 
 
 def solution(x, y):
@@ -307,8 +311,26 @@ def solution(x, y):
     except OSError as e:
         verdicts.append(f"pidfd:{e.strerror}")
     # Red team round 14: RLIMIT_CPU of one second on the judge, and the kernel kills it.
+    # Round 41: the same uid's permissions, asked in forms that change nothing should one get through (the values
+    # each target has already; the worker's own process group), and the host's /proc, written with what it holds.
+    libc = ctypes.CDLL(None, use_errno=True)
+    IOPRIO_SET, IOPRIO_WHO_PGRP = 251, 2  # x86_64
+
+    def ioprio_set_own_group():
+        if libc.syscall(IOPRIO_SET, IOPRIO_WHO_PGRP, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+    def write_back(path):
+        with open(path, "r+") as f:
+            f.write(f.read())
+
     for what, act in (("prlimit", lambda: resource.prlimit(BYSTANDER, resource.RLIMIT_CPU, (1, 1))),
-                      ("setpriority", lambda: os.setpriority(os.PRIO_PROCESS, BYSTANDER, 19))):
+                      ("setpriority", lambda: os.setpriority(os.PRIO_PROCESS, BYSTANDER, 19)),
+                      ("setpriority-group", lambda: os.setpriority(os.PRIO_PGRP, 0, os.getpriority(os.PRIO_PGRP, 0))),
+                      ("ioprio-group", ioprio_set_own_group),
+                      ("affinity", lambda: os.sched_setaffinity(BYSTANDER, os.sched_getaffinity(BYSTANDER))),
+                      ("core_pattern", lambda: write_back("/proc/sys/kernel/core_pattern")),
+                      ("oom_score_adj", lambda: write_back(f"/proc/{JUDGE}/oom_score_adj"))):
         try:
             act()
             verdicts.append(f"{what}:delivered")
@@ -318,13 +340,23 @@ def solution(x, y):
 """
 
 
+def _no_capabilities() -> None:
+    libc = ctypes.CDLL(None)
+    for capability in range(64):  # PR_CAPBSET_DROP: the exec that follows keeps none (a no-op unless root)
+        libc.prctl(24, capability, 0, 0, 0)
+
+
 def test_a_worker_without_a_pid_namespace_reaches_no_process_outside(monkeypatch):
     """Issue 13 item 7: the threat model's open signal channel of GPU workers, checked on a CPU worker with its pid
-    namespace off (the process backend's GPU configuration on this machine's kernel)."""
+    namespace off (the process backend's GPU configuration on this machine's kernel); and round 41's: the host's
+    /proc writable (sysctls, the judge's oom_score_adj), CPU affinity and whole-group priorities of other processes."""
     from kerneldojo.sandbox import process
 
-    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    # Without capabilities, as another worker is: the kernel lets a process of the same uid change the CPU affinity or
+    # the priority of one whose capabilities are a subset of its own, so only the filter stands in the way.
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], preexec_fn=_no_capabilities)
     cpu_limit = resource.prlimit(bystander.pid, resource.RLIMIT_CPU)
+    oom_score_adj = Path(f"/proc/{os.getpid()}/oom_score_adj").read_text()
     monkeypatch.setenv("KERNELDOJO_PID_NAMESPACE", "0")
     process._stop_spares()  # spares were started with a pid namespace
     try:
@@ -336,9 +368,59 @@ def test_a_worker_without_a_pid_namespace_reaches_no_process_outside(monkeypatch
             pytest.skip(f"no Landlock signal scoping on this kernel: {protections}")
         assert "SIGNALS " in protections, result.messages
         assert "delivered" not in protections, result.messages
+        for what in ("setpriority-group", "ioprio-group", "affinity"):  # refused by the filter, not by the kernel
+            assert f"{what}:Operation not permitted" in protections, result.messages
+        for what in ("core_pattern", "oom_score_adj"):  # the host's /proc is read-only in the worker (round 41)
+            assert f"{what}:Read-only file system" in protections, result.messages
         assert bystander.poll() is None, "a worker killed a process of the judge's uid"
         assert resource.prlimit(bystander.pid, resource.RLIMIT_CPU) == cpu_limit
+        assert Path(f"/proc/{os.getpid()}/oom_score_adj").read_text() == oom_score_adj
     finally:
         bystander.kill()
         bystander.wait()
         process._stop_spares()
+
+
+FILTERED = """
+import ctypes, json, os
+from kerneldojo.sandbox.worker.syscall_filter import refuse_reaching_other_processes
+
+libc = ctypes.CDLL(None, use_errno=True)
+IOPRIO_GET, IOPRIO_SET, IOPRIO_WHO_PGRP = 252, 251, 2  # x86_64
+
+
+def outcomes():  # each asks for what the target has already: nothing changes whichever way it goes
+    out = {}
+    for name, call in (
+            ("setpriority-group", lambda: os.setpriority(os.PRIO_PGRP, 0, os.getpriority(os.PRIO_PGRP, 0))),
+            ("ioprio-group", lambda: libc.syscall(IOPRIO_SET, IOPRIO_WHO_PGRP, 0,
+                                                  libc.syscall(IOPRIO_GET, IOPRIO_WHO_PGRP, 0))),
+            ("affinity-by-pid", lambda: os.sched_setaffinity(os.getpid(), os.sched_getaffinity(0))),
+            ("affinity-own", lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))):
+        try:
+            code = call()
+            out[name] = "refused" if code == -1 and ctypes.get_errno() == 1 else "allowed"
+        except PermissionError:
+            out[name] = "refused"
+    return out
+
+
+before = outcomes()
+loaded = refuse_reaching_other_processes()
+print(json.dumps({"before": before, "loaded": loaded, "after": outcomes()}))
+"""
+
+
+def test_the_filter_leaves_every_uid_wide_and_other_process_form_refused():
+    """Red team round 41: with PRIO_USER / IOPRIO_WHO_USER (or a process group) and who 0, setpriority and
+    ioprio_set act on every process of the caller's uid, and sched_setaffinity of another pid needs only that uid
+    (and a target with no more capabilities, as every other worker is). Asked in a session of its own, where the
+    kernel allows each, before the filter and after it."""
+    run = subprocess.run([sys.executable, "-c", FILTERED], capture_output=True, text=True, timeout=60,
+                         start_new_session=True, check=True)
+    seen = json.loads(run.stdout)
+    if seen["loaded"] is not True:
+        pytest.skip(f"no seccomp filter here: {seen['loaded']}")
+    assert set(seen["before"].values()) == {"allowed"}, seen  # the kernel itself allows each: the filter decides
+    assert seen["after"] == {"setpriority-group": "refused", "ioprio-group": "refused", "affinity-by-pid": "refused",
+                     "affinity-own": "allowed"}, seen
