@@ -346,10 +346,11 @@ def _no_capabilities() -> None:
         libc.prctl(24, capability, 0, 0, 0)
 
 
-def test_a_worker_without_a_pid_namespace_reaches_no_process_outside(monkeypatch):
+@pytest.mark.parametrize("mode", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_a_worker_without_a_pid_namespace_reaches_no_process_outside(monkeypatch, mode):
     """Issue 13 item 7: the threat model's open signal channel of GPU workers, checked on a CPU worker with its pid
-    namespace off (the process backend's GPU configuration on this machine's kernel); and round 41's: the host's
-    /proc writable (sysctls, the judge's oom_score_adj), CPU affinity and whole-group priorities of other processes."""
+    namespace off (the process backend's GPU configuration on this machine's kernel) and on a GPU worker; and round
+    41's: the host's /proc writable (sysctls, the judge's oom_score_adj), CPU affinity of other processes."""
     from kerneldojo.sandbox import process
 
     # Without capabilities, as another worker is: the kernel lets a process of the same uid change the CPU affinity or
@@ -361,7 +362,7 @@ def test_a_worker_without_a_pid_namespace_reaches_no_process_outside(monkeypatch
     process._stop_spares()  # spares were started with a pid namespace
     try:
         source = SIGNAL_OUTSIDE.replace("JUDGE", str(os.getpid())).replace("BYSTANDER", str(bystander.pid))
-        judge = Judge("cpu", seeds=1, limits={"load": 60, "run": 30})
+        judge = Judge(mode, seeds=1, limits={"load": 60, "run": 30})
         result = judge.evaluate("vector_add", source, "triton")
         protections = " ".join(result.messages)
         if "signals: unavailable" in protections:
