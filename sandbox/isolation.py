@@ -277,6 +277,7 @@ def plan(scratch: Path, gpu: bool, control, cgroup: Cgroup, scratch_bytes: int =
         pid_namespace=mode == "1" or (mode == "auto" and (not gpu or gpu_pidns)),
         private_shm=not gpu, hide_inside_kept=inside, cgroup_procs=cgroup.procs_files(),
         cgroup={c: cgroup.describe(c) for c in ("memory", "pids")}, cgroup_errors=dict(cgroup.errors),
+        judge_pid=os.getpid(),
     )  # fmt: skip
 
 
@@ -362,6 +363,24 @@ def undumpable_judge() -> bool:
     judge's pid namespace (GPU mode) runs as the judge's uid: without this it could read the judge's memory
     (inputs, reference outputs) or attach to it. The judge loses core dumps; children that exec are unaffected."""
     return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+
+
+_JUDGE_OOM_SCORE = Path("/proc/self/oom_score_adj")
+_judge_oom_score: str | None = None
+
+
+def keep_judge_oom_score() -> None:
+    """The judge's oom_score_adj as it was when its first worker started, put back after each worker. A worker of a
+    root judge is root outside, which owns the undumpable judge's /proc files, and raising oom_score_adj needs no
+    capability (red team round 41: the judge, the OOM killer's first victim for good). The worker sees the judge's
+    /proc/<pid> read-only (`confine`), but not the /proc/<tid> of each of its threads, which write the same value."""
+    global _judge_oom_score
+    with contextlib.suppress(OSError):
+        now = _JUDGE_OOM_SCORE.read_text()
+        if _judge_oom_score is None:
+            _judge_oom_score = now
+        elif now != _judge_oom_score:
+            _JUDGE_OOM_SCORE.write_text(_judge_oom_score)  # lowering needs CAP_SYS_RESOURCE: a root judge's
 
 
 def unavailable(protections: dict) -> list[str]:

@@ -297,6 +297,7 @@ class _Worker:
     def __init__(self, device: Device, limits: dict | None = None):
         ctx = mp.get_context("spawn")
         isolation.undumpable_judge()
+        isolation.keep_judge_oom_score()
         self.scratch = Path(tempfile.mkdtemp(prefix=f"kerneldojo-worker-{os.getpid()}-"))
         limits = limits or {}
         self.cgroup = isolation.Cgroup(int(limits.get("memory", MEMORY_CAP_BYTES)),
@@ -394,6 +395,7 @@ class _Worker:
         self.process.join(10)
         self.handle.close()
         self.cgroup.remove()
+        isolation.keep_judge_oom_score()
 
 
 # Workers are forked from this one thread, which lives as long as the judge: a worker's parent-death

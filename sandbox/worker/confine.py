@@ -103,6 +103,10 @@ def _make_readonly(path: str, recursive: bool = False) -> None:
         _mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
 
 
+# The host-wide parts of the host's /proc, read-only in a worker that sees it (no pid namespace): Docker's list.
+HOST_WIDE_PROC = ("sys", "irq", "bus", "fs", "asound")
+
+
 @dataclass
 class Plan:
     """What a worker sets up around itself; made by the judge, pickled into the worker."""
@@ -123,6 +127,7 @@ class Plan:
     cgroup_procs: list[str] = field(default_factory=list)
     cgroup: dict[str, str | None] = field(default_factory=dict)  # controller -> description or None
     cgroup_errors: dict[str, str] = field(default_factory=dict)
+    judge_pid: int | None = None  # its /proc/<pid> read-only where the worker sees the host's /proc
 
 
 def unescape(path: str) -> str:
@@ -422,13 +427,22 @@ def _setup_mounts(plan: Plan, redirect_output, own_proc: bool) -> str:
     os.makedirs(f"{new}/proc", exist_ok=True)
     if own_proc:  # before the pivot: a user namespace may mount a proc only while one is fully visible
         _mount("proc", f"{new}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    else:  # no pid namespace, so no /proc of its own: the host's, read-only all through (red team round 41: the
-        # host's sysctls such as core_pattern, /proc/irq, the judge's oom_score_adj were a uid's to write, and a root
-        # judge's worker is root outside), the sysrq trigger masked
+    else:  # no pid namespace, so no /proc of its own: the host's, with the host-wide parts read-only and the sysrq
+        # trigger masked, as Docker's defaults have them (red team round 41: the host's sysctls such as core_pattern
+        # and /proc/irq were a uid's to write, and a root judge's worker is root outside). Not all of /proc: the CUDA
+        # driver's initialisation fails (error 304) in a worker whose /proc is read-only (H200, 2026-11-27).
         _mount("/proc", f"{new}/proc", None, MS_BIND | MS_REC)
+        for part in HOST_WIDE_PROC:
+            if os.path.isdir(f"{new}/proc/{part}"):
+                _mount(f"{new}/proc/{part}", f"{new}/proc/{part}", None, MS_BIND | MS_REC)
+                _make_readonly(f"{new}/proc/{part}", recursive=True)
         if os.path.exists(f"{new}/proc/sysrq-trigger"):
             _mount("/dev/null", f"{new}/proc/sysrq-trigger", None, MS_BIND)
-        _make_readonly(f"{new}/proc", recursive=True)
+        # The judge's own files too: a root judge's are root's (it is undumpable), which a worker of a root judge is
+        # outside, and oom_score_adj needs nothing more to be raised (round 41: the judge, the OOM killer's first).
+        if plan.judge_pid and os.path.isdir(f"{new}/proc/{plan.judge_pid}"):
+            _mount(f"{new}/proc/{plan.judge_pid}", f"{new}/proc/{plan.judge_pid}", None, MS_BIND)
+            _make_readonly(f"{new}/proc/{plan.judge_pid}")
     if plan.gpu:  # the CUDA driver and NVML read the GPU's PCI topology and NUMA nodes from /sys
         os.makedirs(f"{new}/sys", exist_ok=True)
         _mount("/sys", f"{new}/sys", None, MS_BIND | MS_REC)

@@ -4,6 +4,7 @@ Each case runs a submission that tries, and checks that nothing came back or sta
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -12,6 +13,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -336,6 +338,14 @@ def solution(x, y):
             verdicts.append(f"{what}:delivered")
         except OSError as e:
             verdicts.append(f"{what}:{e.strerror}")
+    # A thread's /proc/<tid> (not listed in /proc, but there) writes the same oom_score_adj: the judge puts it back.
+    try:
+        thread = next(t for t in os.listdir(f"/proc/{JUDGE}/task") if t != str(JUDGE))
+        with open(f"/proc/{thread}/oom_score_adj", "w") as f:
+            f.write("1000")
+        verdicts.append("thread-oom:written")
+    except (OSError, StopIteration) as e:
+        verdicts.append(f"thread-oom:{e!r}")
     raise RuntimeError("SIGNALS " + " ".join(verdicts))
 """
 
@@ -346,7 +356,7 @@ def _no_capabilities() -> None:
         libc.prctl(24, capability, 0, 0, 0)
 
 
-@pytest.mark.parametrize("mode", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("mode", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_a_worker_without_a_pid_namespace_reaches_no_process_outside(monkeypatch, mode):
     """Issue 13 item 7: the threat model's open signal channel of GPU workers, checked on a CPU worker with its pid
     namespace off (the process backend's GPU configuration on this machine's kernel) and on a GPU worker; and round
@@ -375,11 +385,19 @@ def test_a_worker_without_a_pid_namespace_reaches_no_process_outside(monkeypatch
             assert f"{what}:Read-only file system" in protections, result.messages
         assert bystander.poll() is None, "a worker killed a process of the judge's uid"
         assert resource.prlimit(bystander.pid, resource.RLIMIT_CPU) == cpu_limit
-        assert Path(f"/proc/{os.getpid()}/oom_score_adj").read_text() == oom_score_adj
+        process._stop_spares()  # the step's worker is reaped by now too: the judge's oom_score_adj is back
+        judge_oom = Path(f"/proc/{os.getpid()}/oom_score_adj")
+        for _ in range(100):
+            if judge_oom.read_text() == oom_score_adj:
+                break
+            time.sleep(0.1)
+        assert judge_oom.read_text() == oom_score_adj, protections
     finally:
         bystander.kill()
         bystander.wait()
         process._stop_spares()
+        with contextlib.suppress(OSError):  # should this test's own check fail
+            Path(f"/proc/{os.getpid()}/oom_score_adj").write_text(oom_score_adj)
 
 
 FILTERED = """
