@@ -2,7 +2,7 @@
 by kind, p50 seconds per status and each phase's share.
 
     python baselines/bench/bench_batch_throughput.py OUT_DIR [--count 300] [--workers-per-gpu 4] [--budget-s 240]
-        [--tasks vector_add,relu,softmax,gelu] [--no-compiled-reference] [--quick]
+        [--tasks vector_add,relu,softmax,gelu] [--no-compiled-reference] [--evidence always|sampled] [--quick]
 
 The mix, in a fixed cycle: each shipped baseline of `--tasks` (Triton, CUDA on a GPU) three times (correct),
 and spread among them one each of: wrong (vector_add Triton leaving its last element unwritten), non-compiling (a Triton
@@ -91,6 +91,9 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, default=None, help="wall-clock seconds for the batch")
     parser.add_argument("--drain-s", type=float, default=30.0, help="stop submitting this long before the budget")
     parser.add_argument("--no-compiled-reference", action="store_true", help="time the eager reference only")
+    parser.add_argument("--evidence", choices=["always", "sampled"], default="always",
+                        help="the evidence pass on every submission (batch and leaderboard runs), or on one in "
+                             "EVIDENCE_ONE_IN with its fine (the gym env's default, an RL trainer's loop)")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     from kerneldojo.batch.pool import GPUPool, parse_devices
@@ -99,6 +102,7 @@ def main() -> None:
     jobs = batch(16 if args.quick else args.count, gpu, args.tasks.split(","))
     kwargs = {"limits": {"run": 5, "compile": 5}} if args.quick else {}
     kwargs["time_compiled_reference"] = not args.no_compiled_reference
+    kwargs["evidence"] = args.evidence
     started = time.perf_counter()
     stop_at = started + args.budget_s - args.drain_s if args.budget_s else float("inf")
 
@@ -129,7 +133,8 @@ def main() -> None:
     submitted = sum(n for v in kinds.values() for n in v.values())
     rate = summary["evaluations_per_gpu_hour"] or summary["evaluations_per_hour"]
     table = [f"{summary['evaluations']} evaluations of {len(jobs)} planned ({submitted} submitted before the budget) "
-             f"on {described}, {args.workers_per_gpu} workers per GPU, {summary['wall_s']:.1f} s "
+             f"on {described}, {args.workers_per_gpu} workers per GPU, evidence {args.evidence}, "
+             f"{summary['wall_s']:.1f} s "
              f"({wall:.1f} s with set-up): **{report.fmt(rate, '.0f')} evaluations per "
              f"{'GPU-hour' if summary['gpus'] else 'hour (CPU mode)'}**, {summary['reused']} reused.", "",
              "| submission kind | verdicts |", "|---|---|"]
