@@ -47,6 +47,9 @@ class KernelEnv(gym.Env[dict, str]):
     CPU mode rewards correctness alone). On a GPU the evidence pass runs on one step in 8 drawn at random, and
     its flag scores `RewardConfig.audited(8)` (−29 by default): what the 7 unchecked steps could have paid, so a
     cheat it catches earns −1 in expectation. With an unbounded reward (kevin's) it runs on every step.
+    That fine is an expectation over summed steps: a trainer that pays an episode one figure pays
+    `info["episode_reward"]`, the step's reward capped by the lowest flagged step's of the episode (paid the last
+    step alone, a cheat resubmits after a drawn step until a step is not drawn: red team round 42).
 
     ## Starting State
     `reset(seed=...)` starts a conversation at turn 0 with no feedback. The seed seeds only the env's
@@ -138,10 +141,12 @@ class KernelEnv(gym.Env[dict, str]):
             "turn": spaces.Discrete(max_turns + 1),
         })  # fmt: skip
         self._turn, self._feedback, self._over = 0, "", False
+        self._flagged_floor = math.inf  # the lowest reward of a flagged step this episode
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         self._turn, self._feedback, self._over = 0, "", False
+        self._flagged_floor = math.inf
         return self._observation(), {"task": self.task.id, "language": self._starter_language()}
 
     def step(self, action: str):
@@ -155,7 +160,10 @@ class KernelEnv(gym.Env[dict, str]):
         terminated = self.stop_on_success and result.ok
         truncated = not terminated and self._turn >= self.max_turns
         self._over = terminated or truncated
-        info = {"result": result, "status": result.status, "turn": self._turn}
+        if result.status == "flagged":
+            self._flagged_floor = min(self._flagged_floor, result.reward)
+        info = {"result": result, "status": result.status, "turn": self._turn,
+                "episode_reward": min(result.reward, self._flagged_floor)}
         return self._observation(), result.reward, terminated, truncated, info
 
     def render(self) -> str | None:

@@ -89,3 +89,47 @@ def test_a_non_string_action_is_a_clear_error(cpu_judge):
     env.reset()
     with pytest.raises(TypeError, match="kernel source as a str"):
         env.step(b"bytes")
+
+
+class _ScriptedJudge:
+    """Verdicts in order, as the judge would give them on a GPU (a drawn pass's fine, then an undrawn `ok`)."""
+
+    def __init__(self, *verdicts: tuple[str, float]):
+        from kerneldojo.sandbox.device import resolve_device
+
+        self.device, self.verdicts = resolve_device("cpu"), list(verdicts)
+
+    def evaluate(self, task, source, language=None, retime=False):
+        from kerneldojo.judge import versions
+        from kerneldojo.result import EvalResult
+
+        status, reward = self.verdicts.pop(0)
+        return EvalResult(task=task.id, language="triton", device="cpu", mode="cpu", status=status,
+                          reward=reward, versions=versions())
+
+
+def test_a_flagged_step_caps_what_the_episode_is_paid():
+    """Red team round 42: the sampled pass's fine is an expectation over summed steps; an integration that paid the
+    episode its last step's reward let a cheat resubmit after a drawn step (fined) until a step was not drawn."""
+    env = kerneldojo.make("vector_add", max_turns=4, stop_on_success=True,
+                          judge=_ScriptedJudge(("flagged", -29.0), ("ok", 3.0), ("ok", 3.0)))
+    env.reset()
+    _, reward, terminated, _, info = env.step("a cheat, drawn")
+    assert (reward, terminated, info["episode_reward"]) == (-29.0, False, -29.0)
+    _, reward, terminated, _, info = env.step("the same cheat, not drawn")
+    assert (reward, terminated, info["episode_reward"]) == (3.0, True, -29.0)
+    env.reset()  # a new episode starts with no flag
+    assert env.step("an honest kernel")[4]["episode_reward"] == 3.0
+
+
+def test_the_verifiers_episode_is_paid_its_episode_reward():
+    pytest.importorskip("verifiers")
+    import asyncio
+
+    from kerneldojo.integrations.verifiers_env import judged
+
+    env = kerneldojo.make("vector_add", max_turns=4, stop_on_success=True,
+                          judge=_ScriptedJudge(("flagged", -29.0), ("ok", 3.0)))
+    env.reset()
+    assert asyncio.run(judged(env, "drawn"))["reward"] == -29.0
+    assert asyncio.run(judged(env, "not drawn"))["reward"] == -29.0

@@ -45,6 +45,8 @@ class KernelObservation(Observation):
     starter: str = Field("", description="A correct naive solution")
     feedback: str = Field("", description="The last verdict rendered for the agent; empty after reset")
     status: str | None = Field(None, description="The last verdict's status (ok, wrong, compile_error, ...)")
+    episode_reward: float | None = Field(None, description="What to pay the episode if it is paid one figure: "
+                                         "the step's reward capped by its lowest flagged step's (KernelEnv, Rewards)")
     turn: int = 0
 
 
@@ -90,7 +92,8 @@ class KernelDojoEnvironment(Environment[KernelAction, KernelObservation, KernelS
         self._state.step_count += 1
         self._state.status = info["status"]
         self._done = terminated or truncated
-        return self._observation(observation, reward=reward, done=self._done, status=info["status"])
+        return self._observation(observation, reward=reward, done=self._done, status=info["status"],
+                                 episode_reward=info["episode_reward"])
 
     @property
     def state(self) -> KernelState:

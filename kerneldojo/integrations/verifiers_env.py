@@ -88,9 +88,11 @@ class KernelTask(vf.Task[KernelData, vf.State, KernelTaskConfig]):
 
 async def judged(env, source: str) -> dict[str, Any]:
     """One step of a kernel env, off the event loop (the judge blocks while a worker runs the kernel)."""
-    observation, reward, terminated, truncated, info = await asyncio.to_thread(env.step, source)
-    return {"source": source, "reward": float(reward), "status": info["status"], "feedback": observation["feedback"],
-            "done": terminated or truncated}  # fmt: skip
+    observation, _reward, terminated, truncated, info = await asyncio.to_thread(env.step, source)
+    # The episode is paid its last verdict: that verdict's `episode_reward`, which a flagged turn before it caps (a
+    # drawn evidence pass's fine, else rerolled away by resubmitting: red team round 42).
+    return {"source": source, "reward": float(info["episode_reward"]), "status": info["status"],
+            "feedback": observation["feedback"], "done": terminated or truncated}  # fmt: skip
 
 
 class KernelTaskset(vf.Taskset[KernelTask, KernelTasksetConfig]):
