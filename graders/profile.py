@@ -14,6 +14,7 @@ import contextlib
 import functools
 import importlib.util
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,12 +198,25 @@ _TRITON_DECORATORS = {"jit", "autotune", "heuristics"}
 NOT_THIRD_PARTY = ("torch", "triton", "kerneldojo")
 
 
+# ast.parse on CPython 3.11 keeps its recursion depth in interpreter-wide state: a thread switch inside one parse
+# (a collector's finalizer runs Python code) and a parse in the other thread make the first fail with SystemError
+# ("AST constructor recursion depth mismatch", CPython gh-106905), which turned honest submissions into runtime errors
+# in a pool's slots and a 500 in the service (red team round 42). Every parse of submission text goes through here.
+_PARSING = threading.Lock()
+
+
+def parse_source(source: str) -> ast.Module:
+    """`ast.parse`, one thread at a time; raises as it does."""
+    with _PARSING:
+        return ast.parse(source)
+
+
 def parse_python(source: str) -> ast.Module | None:
     """A submission's syntax tree, or None where the parser cannot take it: besides a syntax error, a source can
     make the parser itself fail (thousands of nested unary minus signs: MemoryError or RecursionError, raised in
     the judge's process, which took down an env's step and a whole batch: red team round 18)."""
     try:
-        return ast.parse(source)
+        return parse_source(source)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
 

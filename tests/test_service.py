@@ -19,6 +19,7 @@ TOKENS = {"tokens": {
     "alice": {"secret": "alice-secret"},
     "bob": {"secret": "bob-secret"},
     "capped": {"secret": "capped-secret", "quota": 1},
+    "racer": {"secret": "racer-secret", "quota": 2},
     "slow": {"secret": "slow-secret", "rate": 0.01, "burst": 2},
 }}  # fmt: skip
 
@@ -99,6 +100,21 @@ def test_quota_and_rate_limit(service):
     codes = [httpx.get(f"{url}/tasks", headers=auth("slow")) for _ in range(3)]
     assert [r.status_code for r in codes] == [200, 200, 429]
     assert "rate limit" in codes[2].json()["detail"] and int(codes[2].headers["Retry-After"]) >= 1
+
+
+def test_parallel_requests_get_no_more_than_the_quota(service):
+    """Red team round 42: the quota was counted apart from the queuing, so parallel requests each passed the check
+    (12 jobs past a quota of 2)."""
+    url = service[0]
+
+    def post(k: int) -> int:
+        source = subs.VECTOR_ADD_SYNTAX_ERROR + f"\n# racer {k}\n"
+        return httpx.post(f"{url}/jobs", json={"task": "vector_add", "source": source}, headers=auth("racer"),
+                          timeout=60).status_code
+
+    with ThreadPoolExecutor(12) as pool:
+        codes = list(pool.map(post, range(12)))
+    assert sorted(codes) == [202, 202] + [429] * 10, codes
 
 
 def records_in(data) -> list[dict]:

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch.overrides import TorchFunctionMode
 
-from kerneldojo.graders.profile import parse_python
+from kerneldojo.graders.profile import parse_python, parse_source
 
 APPENDED = "# ---- appended by kerneldojo"  # where a generated file's own lines start
 
@@ -66,7 +66,7 @@ def size_constants(source: str) -> dict[str, int]:
     a tuple of ints (`input_shape = (32768,)` gives `input_shape[0]`) by an expression that names nothing
     else. Names computed from others (`bias_shape = (out_channels, 1, 1)`) follow them (`resize`)."""
     sizes = {}
-    for names, value in _assignments(ast.parse(source)):
+    for names, value in _assignments(parse_source(source)):
         if any(isinstance(n, ast.Name) for n in ast.walk(value)):
             continue
         try:
@@ -89,7 +89,7 @@ def resize(ns: dict, values: dict[str, int], source: str | None = None) -> None:
     if source is None:
         source = Path(ns["__file__"]).read_text().split(APPENDED)[0]
     body: list[ast.stmt] = []
-    for names, value in _assignments(ast.parse(source)):
+    for names, value in _assignments(parse_source(source)):
         for name in names:
             if name in values:
                 value_now = ast.Constant(values[name])
@@ -360,7 +360,7 @@ def provide_appended_modules(file: str) -> None:
     """A submission's prelude: the problem's helper files, which its footer holds as `_kd_modules`, become
     importable by their names (`from task import input_t`) before its own first statement runs."""
     appended = Path(file).read_text().split(APPENDED)[-1].partition("\n")[2]  # after the marker's own line
-    for node in ast.parse(appended).body:
+    for node in parse_source(appended).body:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "_kd_modules":
             provide_modules(ast.literal_eval(node.value))
             return

@@ -30,7 +30,7 @@ from kerneldojo.tasks import TaskError, get_task, list_tasks
 from kerneldojo.version import __version__
 
 from .config import ServiceConfig, TokenPolicy
-from .jobs import Executor, Job, JobQueue
+from .jobs import Executor, Job, JobQueue, QuotaExceeded
 from .metrics import ServiceMetrics
 from .privacy import for_viewer
 
@@ -195,9 +195,6 @@ def create_app(config: ServiceConfig, executor: Executor | None = None) -> FastA
 
     def enqueue(items: list[SubmissionIn], who: TokenPolicy, batch: str | None = None) -> list[Job]:
         q = queue()
-        if who.quota is not None and q.count(who.name) + len(items) > who.quota:
-            raise HTTPException(429, f"quota of {who.quota} evaluations for {who.name!r} used up "
-                                f"({q.count(who.name)} so far)")  # fmt: skip
         subs = []
         for i, item in enumerate(items):
             where = f"submissions[{i}]" if batch else "submission"
@@ -206,7 +203,10 @@ def create_app(config: ServiceConfig, executor: Executor | None = None) -> FastA
                 subs.append(submission(item.task, item.source, item.language, label))
             except ValueError as e:
                 raise HTTPException(422, f"{where}: {str(e).removeprefix(f'{label}: ')}") from None
-        return [q.submit(sub, who.name, item.public, batch) for sub, item in zip(subs, items)]
+        try:
+            return q.submit_within([(sub, item.public) for sub, item in zip(subs, items)], who.name, who.quota, batch)
+        except QuotaExceeded as e:
+            raise HTTPException(429, str(e)) from None
 
     def find(job_id: str, who: TokenPolicy) -> Job:
         """The job, if `who` may see it: another's private job is a 404, as if it did not exist."""

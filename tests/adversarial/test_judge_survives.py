@@ -328,3 +328,50 @@ def test_a_reply_runs_no_code_of_the_submissions_objects():
         with pytest.raises(pickle.PicklingError, match="a reply may not hold"):
             dumps(reply)
     assert ran == []
+
+
+def test_submissions_parsed_in_threads_at_once_all_parse():
+    """Red team round 42: on CPython 3.11, `ast.parse` in two threads at once (a pool's slots, the service's requests)
+    failed one with SystemError ("AST constructor recursion depth mismatch") when the collector ran a finalizer
+    inside a parse, and an honest submission ended `runtime_error`. Every judge-side parse holds one lock."""
+    import threading
+    from pathlib import Path
+
+    from kerneldojo.graders.compile import detect_language
+    from kerneldojo.graders.evidence import triton_kernel_names
+    from kerneldojo.graders.profile import parse_python
+
+    honest = (Path(__file__).parents[2] / "baselines" / "transformer_block" / "triton.py").read_text()
+    stop, failures, done = time.monotonic() + 3, [], [0]
+
+    def with_finalizer():
+        try:
+            yield 1
+        finally:
+            sum(range(50))  # Python code the collector runs, wherever it meets the cycle below
+
+    def garbage():
+        while time.monotonic() < stop:
+            for _ in range(200):
+                g = with_finalizer()
+                next(g)
+                cycle = [g]
+                cycle.append(cycle)
+            time.sleep(0.001)
+
+    def parse(work):
+        while time.monotonic() < stop:
+            try:
+                work()
+                done[0] += 1
+            except SystemError as e:
+                failures.append(e)
+
+    threads = [threading.Thread(target=garbage),
+               threading.Thread(target=parse, args=(lambda: parse_python("import triton\nx = [1, (2, 3)]\n"),)),
+               threading.Thread(target=parse, args=(lambda: (detect_language(honest), triton_kernel_names(honest)),))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures and done[0] > 0, failures[:3]
