@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from kerneldojo.graders.checks import Flagged, message
-from kerneldojo.result import TimeStats
+from kerneldojo.result import ProfileStats, TimeStats
 
 from .worker.collective import BUFFER_OFFSET, IpcHandle, PeerMemory, driver_call, load_libcuda
 from .worker.harness import COLLECTIVE_RUNS
@@ -117,7 +117,7 @@ class CollectiveSolution:
         home = self.devices[0]
         outputs = [tuple(torch.stack([t.outputs[k][i].to(home) for t in timed]) for i in range(len(output_specs)))
                    if all(t.outputs[k] is not None for t in timed) else None for k in range(len(timed[0].outputs))]
-        return type(slowest)(slowest.stats, slowest.profile, outputs)
+        return type(slowest)(slowest.stats, every_rank([t.profile for t in timed]), outputs)
 
     def close(self) -> None:
         ranks, self.ranks = self.ranks, []
@@ -183,3 +183,19 @@ def _nccl_rank(task_id: str, shape: dict, rank: int, devices: list[str], store: 
         dist.destroy_process_group()
     except Exception as e:  # the judge reports it; the reference time is then missing, not wrong
         results.put(f"rank {rank}: {type(e).__name__}: {e}")
+
+
+def every_rank(profiles: list[ProfileStats | None]) -> ProfileStats | None:
+    """One profile the judge's checks hold every rank to: each figure at its worst over the ranks (the busiest GPU,
+    the smallest own share, a rank with no kernel of its own), every rank's kernels. The slowest rank's alone let
+    another rank do the work in library kernels no check saw (red team round 42)."""
+    if all(p is None for p in profiles):  # no profiler (CPU mode)
+        return None
+    shares = [p.own_share if p is not None else None for p in profiles]  # a rank that sent none: no kernel seen
+    profiles = [p for p in profiles if p is not None]
+    return ProfileStats(
+        calls=min(p.calls for p in profiles), kernel_ms=max(p.kernel_ms for p in profiles),
+        busy_ms=max(p.busy_ms for p in profiles), launches_per_call=max(p.launches_per_call for p in profiles),
+        streams=max(p.streams for p in profiles), own_share=None if None in shares else min(shares),
+        kernels=[k for p in profiles for k in p.kernels],
+    )  # fmt: skip

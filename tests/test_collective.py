@@ -98,3 +98,21 @@ def test_two_gpus_baseline_is_correct_and_timed_against_nccl(gpu_judge):
 def test_two_gpus_failures(gpu_checker, source):
     result = gpu_checker.evaluate("all_reduce", source, "triton")
     assert result.status in ("wrong", "runtime_error"), result.messages
+
+
+def test_the_judge_checks_every_ranks_profile():
+    """Red team round 42 (reasoned): the slowest rank's profile alone was checked, so another rank could do the work
+    in library kernels that no check saw. The profile the checks get is every rank's, each figure at its worst."""
+    from kerneldojo.result import KernelRecord, ProfileStats
+    from kerneldojo.sandbox.peers import every_rank
+
+    own = ProfileStats(calls=5, kernel_ms=2.0, busy_ms=2.0, launches_per_call=1, streams=1, own_share=1.0,
+                       kernels=[KernelRecord(name="spin", own=True, vendor=False, launches=5, ms_per_call=2.0)])
+    library = ProfileStats(calls=5, kernel_ms=0.5, busy_ms=0.6, launches_per_call=3, streams=2, own_share=0.0,
+                           kernels=[KernelRecord(name="ncclKernel_AllReduce", own=False, vendor=True, launches=5,
+                                                 ms_per_call=0.5)])
+    merged = every_rank([own, library])
+    assert merged.own_share == 0.0 and merged.busy_ms == 2.0 and merged.streams == 2
+    assert {k.name for k in merged.kernels} == {"spin", "ncclKernel_AllReduce"}
+    assert every_rank([own, None]).own_share is None  # a rank that sent no profile shows no kernel of its own
+    assert every_rank([None, None]) is None
