@@ -748,16 +748,23 @@ _SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64
 
 
 def _perturbed(inputs: tuple) -> tuple:
-    """A copy, in the same layout (strides included), with a few elements of each floating-point
-    input (of two elements or more) replaced by values found elsewhere in that input, so every
-    task's input contract still holds (a scale or a scalar parameter is left as it is)."""
+    """A copy, in the same layout (strides included), with a few elements of each input of two elements or more
+    replaced by values found elsewhere in that input, so every task's input contract (a range, a codebook) still
+    holds; a scale or a scalar parameter is left as it is. Integer inputs too (red team round 43: a histogram's
+    inputs are all integers, so the last check's inputs were the previous call's, and the previous answer it is
+    pre-filled with passed for a kernel that wrote nothing); a task whose integer input has a structure a copied
+    value breaks (sorted offsets) must say so, which none does yet."""
     out = []
     for t in inputs:
         copy = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
-        if t.is_floating_point() and t.numel() > 1:
+        if t.numel() > 1 and t.dtype != torch.bool and not t.is_complex():
             count = max(1, t.numel() // 1000)
             where = torch.unravel_index(torch.randint(0, t.numel(), (count,), device=t.device), t.shape)
             source = torch.unravel_index(torch.randint(0, t.numel(), (count,), device=t.device), t.shape)
+            if not t.is_floating_point():
+                copy[where] = t[source]
+                out.append(copy)
+                continue
             # Gathered and scattered as same-sized integers, the arithmetic in float32: CUDA has
             # neither indexing kernels nor arithmetic for fp8.
             bits = _SAME_SIZE_INT[t.element_size()]

@@ -79,10 +79,11 @@ class ProfileStats(BaseModel):
 
     calls: int
     kernel_ms: float = Field(description="GPU time per call summed over all kernels and streams")
-    busy_ms: float = Field(description="time per call the GPU ran any kernel (overlaps counted once)")
+    busy_ms: float = Field(description="time per call the GPU ran any kernel, copy or memset (overlaps counted once)")
     launches_per_call: float
     streams: int
-    own_share: float | None = Field(description="share of kernel time in kernels the submission compiled")
+    own_share: float | None = Field(description="share of device time (kernels, copies, memsets) in kernels the "
+                                    "submission compiled; None with no kernel at all")
     kernels: list[KernelRecord] = Field([], description="the largest kernels by time")
 
 
