@@ -88,6 +88,7 @@ from kerneldojo.sandbox.process import (
 )
 from kerneldojo.sandbox.protocol import (
     LIMITS_S,
+    PROFILED_CALLS,
     REFILLS,
     CompileError,
     SubmissionError,
@@ -591,15 +592,17 @@ class Judge:
             set_bytes = sum(t.nbytes for t in (*inputs, *template))
             sets = pool_size(set_bytes, self.device.l2_bytes)
             before, started = gpu_state(self.device), time.perf_counter()
-            seeds, refills = ([secrets.randbits(31) for _ in range(count)] for count in (sets, REFILLS))
-            timed = solution.time(shape, seeds, refills, [(tuple(t.shape), t.dtype) for t in template],
+            seeds, refills, profile_seeds = ([secrets.randbits(31) for _ in range(count)]
+                                             for count in (sets, REFILLS, PROFILED_CALLS))
+            timed = solution.time(shape, seeds, refills, profile_seeds, [(tuple(t.shape), t.dtype) for t in template],
                                   self.device.l2_bytes, self.timing_budget_s)
             after, spent = gpu_state(self.device), time.perf_counter() - started
             profile_s = min(max(float(getattr(timed, "profile_s", 0.0) or 0.0), 0.0), spent)  # the worker's word
             _add(result, "timing", spent - profile_s)
             _add(result, "profile", profile_s)
             with _phase(result, "recheck"):
-                self._recheck_timed_outputs(task, case, timed, last_seeds(seeds, refills, timed.stats.runs))
+                self._recheck_timed_outputs(task, case, timed,
+                                            last_seeds(seeds, refills, timed.stats.runs, profile_seeds))
             flops, moved = task.reference.flops(shape), task.reference.bytes_moved(shape)
             eager, compiled = reference_times[str(case)]
             timing = CaseTiming(

@@ -236,8 +236,9 @@ class _ContainerState:
     def _ended(self) -> dict:
         if self._state is None:
             try:
-                try:
-                    self.box.container.wait(timeout=3)
+                try:  # a container whose worker died stops on its own, in seconds on a loaded machine: within 3 s
+                    # a segfault was read as the SIGKILL sent after the wait (make test on a busy 2-core machine)
+                    self.box.container.wait(timeout=10)
                 except Exception:  # still running: its worker broke the channel, or left children
                     self.box._kill()
                     self.box.container.wait(timeout=10)

@@ -107,10 +107,11 @@ class CollectiveSolution:
                 full[r].copy_(part)
         return tuple(torch.stack([g[i].to(inputs[0].device) for g in got]) for i in range(len(got[0])))
 
-    def time(self, shape: dict, seeds: list[int], refills: list[int], output_specs: list, l2_bytes: int,
-             budget_s: float):
+    def time(self, shape: dict, seeds: list[int], refills: list[int], profile_seeds: list[int], output_specs: list,
+             l2_bytes: int, budget_s: float):
         rank_specs = [(size[1:], dtype) for size, dtype in output_specs]
-        timed = self._each(lambda r: self.ranks[r].time(shape, seeds, refills, rank_specs, l2_bytes, budget_s))
+        timed = self._each(lambda r: self.ranks[r].time(shape, seeds, refills, profile_seeds, rank_specs, l2_bytes,
+                                                        budget_s))
         if any(t.stats.runs != timed[0].stats.runs for t in timed):  # the same calls on every rank, or no recheck
             raise Flagged({"timing_channel": message("timing_channel", "the ranks reported different call counts")})
         slowest = max(timed, key=lambda t: t.stats.median_ms)

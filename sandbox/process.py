@@ -57,6 +57,7 @@ from .protocol import (
     MEMORY_CAP_BYTES,
     OUTPUT_TAIL_CHARS,
     PROCESSES_CAP,
+    PROFILED_CALLS,
     PROGRESS,
     PROGRESS_CAP,
     REFERENCE_KINDS,
@@ -119,17 +120,29 @@ class WorkerSolution:
                                 after_progress_s=self.limits["run"])
         return _owned(outputs if got is None else got, specs)
 
-    def time(self, shape: dict, seeds: list[int], refills: list[int], output_specs: list, l2_bytes: int,
-             budget_s: float) -> TimedRuns:
-        timed = self._worker.call("time", (shape, seeds, refills, output_specs, l2_bytes, budget_s),
-                                  self.limits["time"], reply_cap(timed_reply_sets(len(seeds)) * _nbytes(output_specs)))
-        if not isinstance(timed, TimedRuns) or not isinstance(timed.outputs, list):  # something else answered
-            detail = f"the timing reply was a {type(timed).__name__}"
-            raise Flagged({"timing_channel": message("timing_channel", detail)})
-        if problem := _implausible(timed, len(seeds)):
+    def time(self, shape: dict, seeds: list[int], refills: list[int], profile_seeds: list[int], output_specs: list,
+             l2_bytes: int, budget_s: float) -> TimedRuns:
+        """Two requests: the timed calls, then, once their reply is in (and its outputs copied here: the worker frees
+        them at its next request), the profiled calls on sets refilled from `profile_seeds`, sent only now."""
+        sets, profiled = len(seeds), min(PROFILED_CALLS, len(seeds))
+        timed = self._timing_reply("time", (shape, seeds, refills, output_specs, l2_bytes, budget_s), sets,
+                                   output_specs)
+        profile = self._timing_reply("profile", (profile_seeds[:profiled],), profiled, output_specs)
+        joined = TimedRuns(timed.stats, profile.profile, timed.outputs + profile.outputs, profile.profile_s)
+        if problem := _implausible(joined, sets):
             raise Flagged({"timing_channel": message("timing_channel", problem)})
-        timed.outputs = [_owned(outputs, output_specs) for outputs in timed.outputs]
-        return timed
+        return joined
+
+    def _timing_reply(self, op: str, args: tuple, sets: int, output_specs: list) -> TimedRuns:
+        reply = self._worker.call(op, args, self.limits["time"], reply_cap(sets * _nbytes(output_specs)))
+        if not isinstance(reply, TimedRuns) or not isinstance(reply.outputs, list):  # something else answered
+            detail = f"the {op} reply was a {type(reply).__name__}"
+            raise Flagged({"timing_channel": message("timing_channel", detail)})
+        if len(reply.outputs) != sets:
+            detail = f"the {op} reply held {len(reply.outputs)} outputs for {sets} input sets"
+            raise Flagged({"timing_channel": message("timing_channel", detail)})
+        reply.outputs = [_owned(outputs, output_specs) for outputs in reply.outputs]
+        return reply
 
     def ncu(self, shape: dict, output_specs: list, calls: int, limit_s: float) -> str:
         """Nsight Compute's CSV of a replay of one case (`harness.Solution.ncu`): feedback, parsed by the judge."""

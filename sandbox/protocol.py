@@ -49,8 +49,8 @@ from kerneldojo.result import ProfileStats, TimeStats, printable
 # allowance (both requests of one reference timing share it).
 LIMITS_S = {"load": 120.0, "compile": 120.0, "run": 60.0, "time": 300.0, "flags": 10.0, "join": 120.0,
             "time_reference": 600.0, "ncu": 180.0, "evidence": 300.0}
-OPS = ("load", "run", "time", "flags", "join", "prepare_reference", "time_reference", "ncu", "arm_evidence", "evidence",
-       "exit")
+OPS = ("load", "run", "time", "profile", "flags", "join", "prepare_reference", "time_reference", "ncu", "arm_evidence",
+       "evidence", "exit")
 # Not a reply: a worker's word, during a `run`, that the submission's first call at a shape has returned on the
 # host (its launches, hence Triton's JIT and autotuning, are done) and the device is about to be synchronized.
 # The judge then ends the JIT allowance: the request's deadline becomes min(deadline, now + LIMITS_S["run"]).
@@ -216,31 +216,34 @@ def timed_reply_sets(sets: int) -> int:
 
 # A `time` request's refills take their seeds from a list the judge drew (`REFILLS` of them, more than any request
 # uses): each time the calls come round to set k again (a warm-up or a timed call, `graders.timing.time_calls`), it
-# is filled from the next unused seed, then each profiled set from the next. The judge works out which seed each
-# set held last from the number of calls (`last_seeds`); no seed is read back from the worker (red team round 20:
-# seeds drawn in the worker could be rewritten there, so that outputs were checked against inputs of the
-# submission's choosing).
-REFILLS = WARMUP_CALLS + MAX_RUNS + PROFILED_CALLS
+# is filled from the next unused seed. The judge works out which seed each set held last from the number of calls
+# (`last_seeds`); no seed is read back from the worker (red team round 20: seeds drawn in the worker could be
+# rewritten there, so that outputs were checked against inputs of the submission's choosing). The profiled sets'
+# seeds go in a request of their own (`profile`), sent once the timing reply is in: sent with `time`, they let the
+# timed calls compute the profiled calls' answers, hidden from the events, and the profiled calls, which a submission
+# can recognise, return them with no work to see (red team round 44).
+REFILLS = WARMUP_CALLS + MAX_RUNS
 
 
-def last_seeds(seeds: list[int], refills: list[int], runs: int) -> list[int | None]:
-    """The seed of each input set as the request's reply holds it (`TimedRuns.outputs`): each of the `seeds` sets
-    after WARMUP_CALLS + `runs` calls went round them (None: a set no call reached), then each profiled set."""
+def last_seeds(seeds: list[int], refills: list[int], runs: int, profile_seeds: list[int]) -> list[int | None]:
+    """The seed of each input set as the replies hold it (`TimedRuns.outputs`): each of the `seeds` sets after
+    WARMUP_CALLS + `runs` calls went round them (None: a set no call reached), then each profiled set."""
     calls = WARMUP_CALLS + runs
     held: list[int | None] = [seed if k < calls else None for k, seed in enumerate(seeds)]
     used = max(0, calls - len(seeds))
     for j in range(used):  # call len(seeds) + j refills set j % len(seeds)
         held[j % len(seeds)] = refills[j]
-    profiled = min(PROFILED_CALLS, len(seeds))
-    return held + refills[used:used + profiled]
+    return held + profile_seeds[:min(PROFILED_CALLS, len(seeds))]
 
 
 @dataclass
 class TimedRuns:
-    """The reply to `time`: the judge rechecks `outputs[k]` against the reference on the content that set held
-    (`last_seeds`), for each set as the timed calls left it, then each profiled one (`timed_reply_sets`); None: a
-    set the timed calls never reached (a budget shorter than the pool). The paid calls are rechecked, not only the
-    profiled ones (red team round 18: a kernel right only outside the timed calls)."""
+    """What `SubmissionHandle.time` returns (a worker's `time` and `profile` replies, joined): the judge rechecks
+    `outputs[k]` against the reference on the content that set held (`last_seeds`), for each set as the timed calls
+    left it, then each profiled one (`timed_reply_sets`); None: a set the timed calls never reached (a budget
+    shorter than the pool). The paid calls are rechecked, not only the profiled ones (red team round 18: a kernel
+    right only outside the timed calls). A worker's `time` reply has no profile and the timed sets' outputs; its
+    `profile` reply, the profile and the profiled sets' outputs."""
 
     stats: TimeStats
     profile: ProfileStats | None
@@ -260,9 +263,10 @@ class SubmissionHandle(Protocol):
     def run(self, inputs: tuple, shape: dict, outputs: tuple, watch: bool = True) -> tuple:
         """The submission's outputs for `inputs` (native entry points write into the judge's `outputs`)."""
 
-    def time(self, shape: dict, seeds: list[int], refills: list[int], output_specs: list, l2_bytes: int,
-             budget_s: float) -> TimedRuns:
-        """Timed and profiled calls on input sets made from `seeds`, refilled from `refills` as sets come round."""
+    def time(self, shape: dict, seeds: list[int], refills: list[int], profile_seeds: list[int], output_specs: list,
+             l2_bytes: int, budget_s: float) -> TimedRuns:
+        """Timed calls on input sets made from `seeds`, refilled from `refills` as sets come round; then profiled
+        calls on sets refilled from `profile_seeds`, which reach the submission only once the timing is done."""
 
     def close(self) -> None:
         """Release the submission (end its worker); the handle is not used again."""

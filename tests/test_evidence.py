@@ -580,7 +580,7 @@ def test_a_cuda_ipc_record_names_a_ref_counter_inside_torchs_file():
         protocol.loads(frame(1 << 40), torch.device("cuda", 0))
 
 
-def _time_with_stand_ins(monkeypatch, source: Path):
+def _time_with_stand_ins(monkeypatch, source: Path, split: bool = False):
     """The harness's own `time` on the CPU, with stand-ins for the two GPU-only helpers that call the calls as they
     do (`builtins.kd_test_timing['on']` while the timed calls run); (task, case, timed reply, the judge's account
     of the sets' last seeds)."""
@@ -610,10 +610,18 @@ def _time_with_stand_ins(monkeypatch, source: Path):
     case = task.cases("small")[0]
     specs = [(tuple(t.shape), t.dtype) for t in task.reference.make_inputs(case.shape, 0, "cpu")[:1]]
     solution = harness.Solution(task, Build("python", source), resolve_device("cpu"))
+    # The worker gets copies of the judge's lists (pickled), which the judge's account never reads back.
     seeds, refills = [1, 2, 3], list(range(100, 100 + REFILLS))
-    timed = solution.time(case.shape, seeds, refills, specs, 1 << 20, 0.1)
+    if split:  # as a worker does: the profile's seeds in a request of their own, made after the timing reply
+        first = solution.timed(case.shape, list(seeds), list(refills), specs, 1 << 20, 0.1)
+        profile_seeds = [900 + k for k in range(3)]
+        second = solution.profiled(list(profile_seeds))
+        timed = type(first)(first.stats, second.profile, first.outputs + second.outputs, second.profile_s)
+    else:
+        profile_seeds = [900 + k for k in range(3)]
+        timed = solution.time(case.shape, list(seeds), list(refills), list(profile_seeds), specs, 1 << 20, 0.1)
     assert len(timed.outputs) == 6 and all(o is not None for o in timed.outputs)
-    return task, case, timed, lambda runs=timed.stats.runs: last_seeds(seeds, refills, runs), solution
+    return task, case, timed, lambda runs=timed.stats.runs: last_seeds(seeds, refills, runs, profile_seeds), solution
 
 
 @pytest.mark.parametrize("right_when_timed", [False, True])
@@ -637,6 +645,43 @@ def test_the_outputs_of_the_paid_calls_are_rechecked(monkeypatch, tmp_path, righ
     else:
         with pytest.raises(WrongOutput):
             recheck(task, case, timed, seeds_after())
+
+
+def test_the_timed_calls_cannot_see_the_profiled_calls_seeds(monkeypatch, tmp_path):
+    """Red team round 44: the profiled sets' seeds came with the `time` request, so the timed calls (where work on
+    another stream hides from the events) computed the profiled calls' answers, and the profiled calls, which a
+    submission can recognise, returned them with no work to see. They now come in a request of their own (`profile`),
+    once the timing is done: a timed call that searches every frame finds none of them, and the profiled calls are
+    still rechecked against the judge's account."""
+    import builtins
+
+    from kerneldojo.judge import Judge
+
+    source = tmp_path / "submission.py"
+    source.write_text(
+        "import builtins, gc, sys\n\n\n"
+        "def _ints(value, depth=0):\n"
+        "    if isinstance(value, int):\n"
+        "        yield value\n"
+        "    elif isinstance(value, (list, tuple, set, dict)) and depth < 3:\n"
+        "        for item in (value.values() if isinstance(value, dict) else value):\n"
+        "            yield from _ints(item, depth + 1)\n\n\n"
+        "def solution(x, y):\n"
+        "    if builtins.kd_test_timing['on']:\n"
+        "        frame = sys._getframe()\n"
+        "        while frame is not None:\n"
+        "            for value in frame.f_locals.values():\n"
+        "                builtins.kd_seen.update(_ints(value))\n"
+        "            frame = frame.f_back\n"
+        "        for obj in gc.get_objects():\n"
+        "            if isinstance(obj, list):\n"
+        "                builtins.kd_seen.update(v for v in obj if isinstance(v, int))\n"
+        "    return x + y\n")
+    monkeypatch.setattr(builtins, "kd_seen", set(), raising=False)
+    task, case, timed, seeds_after, _ = _time_with_stand_ins(monkeypatch, source, split=True)
+    assert {100, 101} <= builtins.kd_seen  # the search works: it finds the timed calls' own refill seeds
+    assert not {900, 901, 902} & builtins.kd_seen
+    Judge("cpu")._recheck_timed_outputs(task, case, timed, seeds_after())
 
 
 def test_refill_seeds_rewritten_in_the_worker_change_nothing_the_judge_checks(monkeypatch):

@@ -102,7 +102,8 @@ def test_a_forged_event_timer_disagrees_with_nsight_compute(judge):
     solution = WorkerSolution(task, build, judge.device)
     try:
         refills = list(range(100, 100 + REFILLS))
-        forged_ms = solution.time(case.shape, [1, 2, 3], refills, specs, judge.device.l2_bytes, 0.5).stats.median_ms
+        forged_ms = solution.time(case.shape, [1, 2, 3], refills, [4, 5, 6], specs, judge.device.l2_bytes,
+                                  0.5).stats.median_ms
     finally:
         solution.close()
     fired, evidence = gather(judge, "vector_add", source, "triton", forged_ms)

@@ -80,7 +80,7 @@ def guarded_here() -> dict[str, tuple[object, list[str]]]:
     (patching the module they came from misses these) and its methods."""
     module = sys.modules[__name__]
     guard = {"kerneldojo.sandbox.worker.harness": (module, module_functions(module)),
-             "Solution": (Solution, ["run", "time", "_call_native", "_watched"])}
+             "Solution": (Solution, ["run", "time", "timed", "profiled", "_call_native", "_watched"])}
     # And the request loop that answers the judge with what these return, where this process runs one (red team
     # round 15: a wrapped `_Session.op_time` halved the figures after `Solution.time` had returned them).
     if loop := sys.modules.get("kerneldojo.sandbox.worker.loop"):
@@ -249,12 +249,19 @@ class Solution:
         self._peer_memory = memory  # in CPU mode its tensors are the peers' mappings: they must stay alive
         self.group, self._align = join(rank, memory, self.device.torch_device)
 
-    def time(self, shape: dict, seeds: list[int], refills: list[int], output_specs: list[tuple], l2_bytes: int,
-             budget_s: float) -> TimedRuns:
+    def time(self, shape: dict, seeds: list[int], refills: list[int], profile_seeds: list[int],
+             output_specs: list[tuple], l2_bytes: int, budget_s: float) -> TimedRuns:
+        """`timed`, then `profiled` (what a worker does in two requests, here in one process)."""
+        timed = self.timed(shape, seeds, refills, output_specs, l2_bytes, budget_s)
+        profiled = self.profiled(profile_seeds)
+        return TimedRuns(timed.stats, profiled.profile, timed.outputs + profiled.outputs, profiled.profile_s)
+
+    def timed(self, shape: dict, seeds: list[int], refills: list[int], output_specs: list[tuple], l2_bytes: int,
+              budget_s: float) -> TimedRuns:
         """Time calls over a pool of input sets, one per seed; a set that comes round again first gets new
         content (the next of the judge's `refills` seeds, same memory), so no result can be reused by pointer or
-        by content. Then profile one call on each of up to PROFILED_CALLS freshly refilled sets. The judge knows
-        which seed each set held last (`protocol.last_seeds`): none is reported.
+        by content. The judge knows which seed each set held last (`protocol.last_seeds`): none is reported. The
+        sets stay for `profiled`.
 
         A distributed task's rank times its slice of each set, a fixed number of runs: all ranks get the same
         seeds and make the same calls, each of which meets the other ranks'."""
@@ -274,9 +281,9 @@ class Solution:
         def call(k: int) -> None:
             last[k] = self.run(sets[k], shape, out_sets[k], watch=False)
 
-        def refill(k: int) -> None:
+        def refill(k: int, seed: int | None = None) -> None:
             self._modes_left = self._modes_left or modes_left(self._modes)
-            seed = next(drawn)
+            seed = next(drawn) if seed is None else seed
             with no_submission_hooks():
                 for tensor, fresh in zip(sets[k], make(shape, seed, device)):
                     tensor.copy_(fresh)
@@ -291,14 +298,26 @@ class Solution:
         stats = time_calls(calls, device, l2_bytes, budget_s=budget_s, prepare=prepare, before_start=self._align,
                            **fixed)
         timed_last = list(last)  # what the paid calls left, before any refill
+        self._timed_sets = (stats, calls, refill, last, device, l2_bytes)
+        self._inspect(tuple(t for out in timed_last if out is not None for t in out))
+        return TimedRuns(stats, None, [None if out is None else plain(out) for out in timed_last])
+
+    def profiled(self, seeds: list[int]) -> TimedRuns:
+        """Profile one call on each of up to PROFILED_CALLS of `timed`'s sets, each refilled from `seeds`, which the
+        judge sends only once the timed calls are done (red team round 44: sent ahead, the profiled calls' answers
+        were computed in the timed calls, hidden from the events, and the profiled calls did no work to see)."""
+        if getattr(self, "_timed_sets", None) is None:
+            raise SubmissionError("`profile` asked before `time`")
+        stats, calls, refill, last, device, l2_bytes = self._timed_sets
+        self._timed_sets = None  # one profile per timing
         profile_started = time.perf_counter()
-        profiled = min(PROFILED_CALLS, len(sets))
+        profiled = min(PROFILED_CALLS, len(calls), len(seeds))
         for k in range(profiled):
-            refill(k)
+            refill(k, seeds[k])
             last[k] = None
         kernels = profile_calls(calls[:profiled], device, l2_bytes, before=self._align)
         profile = summarize_profile(kernels, profiled, self._own_kernels())
-        outputs = timed_last + last[:profiled]
+        outputs = last[:profiled]
         self._inspect(tuple(t for out in outputs if out is not None for t in out))
         replied = [None if out is None else plain(out) for out in outputs]
         return TimedRuns(stats, profile, replied, time.perf_counter() - profile_started)

@@ -121,7 +121,11 @@ class _Session:
         return plain(self.last)
 
     def op_time(self, *args):
-        self.last = self.solution.time(*args)
+        self.last = self.solution.timed(*args)
+        return self.last
+
+    def op_profile(self, *args):
+        self.last = self.solution.profiled(*args)
         return self.last
 
     def op_ncu(self, *args) -> str:
