@@ -47,6 +47,7 @@ from .watches import (
     ForbiddenOps,
     ReferenceTripwire,
     Tampering,
+    adopt_orphans,
     child_processes,
     live_threads,
     mode_depths,
@@ -139,6 +140,7 @@ class Solution:
         # the reference module computed each set's answer at its refill, off the clock); replacing it is tampering.
         self._make_inputs = task.reference.make_inputs
         self._tampering = Tampering({**guarded_here(), **_reference_dependencies(task.reference)})
+        adopt_orphans()  # before any submission code: a detached grandchild stays a child, seen after each call
         self._threads, self._children = live_threads(), set(child_processes())
         self._modes = mode_depths()
         self._modes_left = False  # a mode found active between timed calls (`time`)

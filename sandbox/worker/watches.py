@@ -265,7 +265,22 @@ def reachable_bindings(entry: object, label: str) -> dict[str, tuple[object, lis
 
 
 def live_threads() -> dict[int, str]:
-    return {t.ident: t.name for t in threading.enumerate() if t.is_alive()}
+    """Every thread running Python here: `threading`'s and raw `_thread` ones, which `threading.enumerate` does not
+    list (red team round 45: a raw thread wrote the paid calls' outputs once the timing and profile windows had
+    closed, before the reply was made). A native thread that never runs Python is not seen."""
+    named = {t.ident: t.name for t in threading.enumerate() if t.is_alive()}
+    return {ident: named.get(ident, "a raw thread") for ident in sys._current_frames()}
+
+
+def adopt_orphans() -> bool:
+    """Make this process the reaper of its descendants' orphans, so that a grandchild whose parent exited (a
+    double fork, `setsid`) stays this process's child, which `child_processes` lists (red team round 45: a GPU
+    worker's detached helper, a fresh Python with its own CUDA context, did the work no profile of this process
+    saw)."""
+    import ctypes
+
+    PR_SET_CHILD_SUBREAPER = 36
+    return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
 def child_processes() -> list[int]:

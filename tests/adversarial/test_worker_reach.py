@@ -443,3 +443,59 @@ def test_the_filter_leaves_every_uid_wide_and_other_process_form_refused():
     assert set(seen["before"].values()) == {"allowed"}, seen  # the kernel itself allows each: the filter decides
     assert seen["after"] == {"setpriority-group": "refused", "ioprio-group": "refused", "affinity-by-pid": "refused",
                      "affinity-own": "allowed"}, seen
+
+
+DETACHED_HELPER = """
+import os, time
+
+
+def _detach():
+    if os.fork() == 0:  # the middle child: a session of its own, then gone, so its child is an orphan
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(60)  # the helper that would do the work (red team round 45: a fresh Python, CUDA of its own)
+            os._exit(0)
+        os._exit(0)
+    os.wait()
+
+
+_detach()
+
+
+def solution(x, y):
+    return x + y
+"""
+
+HARNESS_RUN = """
+import json, os, signal, sys
+from pathlib import Path
+import torch
+from kerneldojo.sandbox.device import resolve_device
+from kerneldojo.sandbox.protocol import Build
+from kerneldojo.sandbox.worker.harness import Solution
+from kerneldojo.sandbox.worker.watches import child_processes
+from kerneldojo.tasks import get_task
+
+task = get_task("vector_add")
+solution = Solution(task, Build("python", Path(sys.argv[1])), resolve_device("cpu"))
+case = task.cases("small")[0]
+inputs = task.reference.make_inputs(case.shape, 0, "cpu")
+solution.run(inputs, case.shape, (torch.empty_like(inputs[0]),))
+print(json.dumps(solution.flags))
+for pid in child_processes():
+    os.kill(pid, signal.SIGKILL)
+"""
+
+
+def test_a_detached_grandchild_stays_a_child_and_is_seen(tmp_path):
+    """Red team round 45: a GPU worker may fork and exec (Triton runs ptxas), and a double-forked, `setsid` helper was
+    an orphan of init, seen by no check of the worker (a fresh Python with its own CUDA context did the work no
+    profile of the worker, nor ncu, recorded). The worker adopts its descendants' orphans, so the helper is its child
+    and `threads_left_running` names it. Run with the harness in a process of its own, without CPU mode's filter
+    (which refuses fork), as a GPU worker is."""
+    source = tmp_path / "submission.py"
+    source.write_text(DETACHED_HELPER)
+    run = subprocess.run([sys.executable, "-c", HARNESS_RUN, str(source)], capture_output=True, text=True,
+                         timeout=120, check=True)
+    flags = json.loads(run.stdout.strip().splitlines()[-1])
+    assert "threads_left_running" in flags and "child process" in flags["threads_left_running"], flags
