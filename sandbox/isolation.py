@@ -68,6 +68,13 @@ class Cgroup:
     def procs_files(self) -> list[str]:
         return sorted({str(folder / "cgroup.procs") for folder in self.dirs.values()})
 
+    def processes(self) -> int | None:
+        """How many processes the cgroup holds now, as the kernel lists them (None: no cgroup could be made)."""
+        for folder in self.dirs.values():
+            with contextlib.suppress(OSError):
+                return len((folder / "cgroup.procs").read_text().split())
+        return None
+
     def describe(self, controller: str) -> str | None:
         if controller not in self.dirs:
             return None

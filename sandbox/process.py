@@ -86,6 +86,21 @@ class WorkerSolution:
         self._load(task, build)
         # What the worker could set up around itself (namespaces, limits), for the judge to log.
         self.protections = self._worker.protections()
+        self._processes = self._count_processes()  # the worker's, once loaded: none may be added by a call
+
+    def _count_processes(self) -> int | None:
+        cgroup = getattr(self._worker, "cgroup", None)
+        return cgroup.processes() if cgroup is not None else None
+
+    def _no_process_left(self, request: str) -> None:
+        """The judge's own count of the worker's cgroup after a request (the worker's account of its children can
+        be forged): a process more than after the load outlived the calls (red team round 45: a detached helper,
+        a fresh Python with its own CUDA context, did the work no profile of the worker saw)."""
+        now = self._count_processes()
+        if self._processes is not None and now is not None and now > self._processes:
+            detail = (f"{now - self._processes} process(es) more in the worker's cgroup after a {request} than after "
+                      "it loaded")
+            raise Flagged({"threads_left_running": message("threads_left_running", detail)})
 
     def _load(self, task: Task, build: Build) -> None:
         """The build's files travel inside the request (`protocol.dumps`): the worker sees no build cache."""
@@ -118,6 +133,7 @@ class WorkerSolution:
         # The allowance ends with the JIT: once the worker says the first call returned (`protocol.PROGRESS`).
         got = self._worker.call("run", (inputs, shape, outputs, watch), limit, reply_cap(_nbytes(specs)),
                                 after_progress_s=self.limits["run"])
+        self._no_process_left("run")
         return _owned(outputs if got is None else got, specs)
 
     def time(self, shape: dict, seeds: list[int], refills: list[int], profile_seeds: list[int], output_specs: list,
@@ -129,6 +145,7 @@ class WorkerSolution:
                                    output_specs)
         profile = self._timing_reply("profile", (profile_seeds[:profiled],), profiled, output_specs)
         joined = TimedRuns(timed.stats, profile.profile, timed.outputs + profile.outputs, profile.profile_s)
+        self._no_process_left("timing")
         if problem := _implausible(joined, sets):
             raise Flagged({"timing_channel": message("timing_channel", problem)})
         return joined

@@ -499,3 +499,17 @@ def test_a_detached_grandchild_stays_a_child_and_is_seen(tmp_path):
                          timeout=120, check=True)
     flags = json.loads(run.stdout.strip().splitlines()[-1])
     assert "threads_left_running" in flags and "child process" in flags["threads_left_running"], flags
+
+
+def test_the_judge_counts_its_workers_processes_after_each_request(monkeypatch):
+    """Red team round 45: the worker's own account of its children can be forged. The judge counts the worker's
+    cgroup itself after each request; a process more than after the load (a helper that outlived the call) is
+    `threads_left_running`. The count is stood in for here: in CPU mode the filter refuses fork."""
+    from kerneldojo.sandbox import isolation
+
+    counts = iter([3] + [4] * 100)  # the load's, then one more after every later request
+    monkeypatch.setattr(isolation.Cgroup, "processes", lambda self: next(counts))
+    result = Judge("cpu", seeds=1, limits={"load": 60, "run": 30}).evaluate(
+        "vector_add", "import torch\n\n\ndef solution(x, y):\n    return torch.empty_like(x).copy_(x)\n", "python")
+    assert result.status == "flagged" and "threads_left_running" in result.checks_fired, result.messages
+    assert "1 process(es) more in the worker's cgroup after a run" in " ".join(result.messages)
