@@ -96,6 +96,7 @@ class DockerSolution(WorkerSolution):
         self.limits = {**LIMITS_S, **(limits or {})}
         self._shapes_run: set[tuple] = set()
         self._worker = _take_container(device, config or DockerConfig())
+        self._processes = None  # no cgroup of the judge's to count (the container's pids limit still holds)
         self._load(task, build)
 
 

@@ -68,11 +68,11 @@ class Cgroup:
     def procs_files(self) -> list[str]:
         return sorted({str(folder / "cgroup.procs") for folder in self.dirs.values()})
 
-    def processes(self) -> int | None:
-        """How many processes the cgroup holds now, as the kernel lists them (None: no cgroup could be made)."""
+    def processes(self) -> frozenset[int] | None:
+        """The processes the cgroup holds now, as the kernel lists them (None: no cgroup could be made)."""
         for folder in self.dirs.values():
-            with contextlib.suppress(OSError):
-                return len((folder / "cgroup.procs").read_text().split())
+            with contextlib.suppress(OSError, ValueError):
+                return frozenset(int(pid) for pid in (folder / "cgroup.procs").read_text().split())
         return None
 
     def describe(self, controller: str) -> str | None:

@@ -83,23 +83,28 @@ class WorkerSolution:
         self._shapes_run: set[tuple] = set()
         self._worker = _take_worker(device, self.limits)
         self.load_s = 0.0  # what the worker says its load took (the judge clamps it to the wall time)
+        # What the worker could set up around itself (namespaces, limits), for the judge to log; it comes once the
+        # worker is set up, so the processes its cgroup holds then are the worker's own, before any submission code.
+        self.protections = self._worker.protections(timeout=self.limits["load"])
+        self._processes = self._cgroup_processes() if "worker" not in self.protections else None  # no report: unknown
         self._load(task, build)
-        # What the worker could set up around itself (namespaces, limits), for the judge to log.
-        self.protections = self._worker.protections()
-        self._processes = self._count_processes()  # the worker's, once loaded: none may be added by a call
+        self._no_process_left("load")
 
-    def _count_processes(self) -> int | None:
+    def _cgroup_processes(self) -> frozenset[int] | None:
         cgroup = getattr(self._worker, "cgroup", None)
         return cgroup.processes() if cgroup is not None else None
 
     def _no_process_left(self, request: str) -> None:
-        """The judge's own count of the worker's cgroup after a request (the worker's account of its children can
-        be forged): a process more than after the load outlived the calls (red team round 45: a detached helper,
-        a fresh Python with its own CUDA context, did the work no profile of the worker saw)."""
-        now = self._count_processes()
-        if self._processes is not None and now is not None and now > self._processes:
-            detail = (f"{now - self._processes} process(es) more in the worker's cgroup after a {request} than after "
-                      "it loaded")
+        """The judge's own look at the worker's cgroup after a request (the worker's account of its children can be
+        forged): a process that was not there before the submission loaded outlived its code (red team round 45: a
+        detached helper, a fresh Python with its own CUDA context, did the work no profile of the worker saw; round
+        46: one started at import, with the worker's orphan adoption turned off, was in a baseline taken after the
+        load)."""
+        now = self._cgroup_processes()
+        if self._processes is not None and now is not None and now - self._processes:
+            detail = f"{len(now - self._processes)} process(es) in the worker's cgroup after its {request} that were " \
+                     "not there before the submission loaded"
+            self._worker.stop()  # they go with it: the cgroup is killed
             raise Flagged({"threads_left_running": message("threads_left_running", detail)})
 
     def _load(self, task: Task, build: Build) -> None:
@@ -349,8 +354,8 @@ class _Worker:
         worker_control.close()
         worker_end.close()
 
-    def protections(self) -> dict:
-        return self.handle.protections()
+    def protections(self, timeout: float = 5.0) -> dict:
+        return self.handle.protections(timeout)
 
     def call(self, op: str, args: tuple, limit_s: float, max_reply_bytes: int | None = None,
              after_progress_s: float | None = None):

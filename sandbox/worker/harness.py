@@ -48,6 +48,7 @@ from .watches import (
     ReferenceTripwire,
     Tampering,
     adopt_orphans,
+    adopts_orphans,
     child_processes,
     live_threads,
     mode_depths,
@@ -140,7 +141,8 @@ class Solution:
         # the reference module computed each set's answer at its refill, off the clock); replacing it is tampering.
         self._make_inputs = task.reference.make_inputs
         self._tampering = Tampering({**guarded_here(), **_reference_dependencies(task.reference)})
-        adopt_orphans()  # before any submission code: a detached grandchild stays a child, seen after each call
+        # Before any submission code: a detached grandchild stays a child, seen after each call.
+        self._adopting = adopt_orphans()
         self._threads, self._children = live_threads(), set(child_processes())
         self._modes = mode_depths()
         self._modes_left = False  # a mode found active between timed calls (`time`)
@@ -220,6 +222,8 @@ class Solution:
         changed = self._tampering.changed() + ["the forbidden-operator watch (popped)"] * self._forbidden.popped
         if self._modes_left or modes_left(self._modes):
             changed.append("the torch dispatch or function mode stack or the trace hook (one left active after a call)")
+        if self._adopting and not adopts_orphans():
+            changed.append("the worker's adoption of orphaned processes (PR_SET_CHILD_SUBREAPER turned off)")
         if changed:
             found["tampering"] = ", ".join(changed)
         left = [name for ident, name in live_threads().items() if ident not in self._threads] if threads else []

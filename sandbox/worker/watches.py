@@ -283,6 +283,16 @@ def adopt_orphans() -> bool:
     return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
+def adopts_orphans() -> bool:
+    """Is this process still its descendants' reaper (one `prctl` of the submission's turns it off: round 46)?"""
+    import ctypes
+
+    PR_GET_CHILD_SUBREAPER = 37
+    flag = ctypes.c_int(0)
+    return ctypes.CDLL(None, use_errno=True).prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0 and \
+        flag.value == 1
+
+
 def child_processes() -> list[int]:
     """This process's children that are still alive, as the kernel lists them."""
     pids: list[int] = []

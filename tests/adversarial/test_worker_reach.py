@@ -501,15 +501,30 @@ def test_a_detached_grandchild_stays_a_child_and_is_seen(tmp_path):
     assert "threads_left_running" in flags and "child process" in flags["threads_left_running"], flags
 
 
-def test_the_judge_counts_its_workers_processes_after_each_request(monkeypatch):
-    """Red team round 45: the worker's own account of its children can be forged. The judge counts the worker's
-    cgroup itself after each request; a process more than after the load (a helper that outlived the call) is
-    `threads_left_running`. The count is stood in for here: in CPU mode the filter refuses fork."""
+@pytest.mark.parametrize("helper_from", ["load", "run"])
+def test_the_judge_counts_its_workers_processes_after_each_request(monkeypatch, helper_from):
+    """Red team rounds 45 and 46: the worker's own account of its children can be forged (and its orphan adoption
+    turned off). The judge looks at the worker's cgroup itself, before the submission loads and after every request;
+    a process that was not there before the load (a helper started at import or in a call) is
+    `threads_left_running`. The cgroup's list is stood in for here: in CPU mode the filter refuses fork."""
     from kerneldojo.sandbox import isolation
 
-    counts = iter([3] + [4] * 100)  # the load's, then one more after every later request
-    monkeypatch.setattr(isolation.Cgroup, "processes", lambda self: next(counts))
+    worker, helper = frozenset({101, 102}), frozenset({101, 102, 999})
+    seen = iter([worker] + [helper if helper_from == "load" else worker] + [helper] * 100)
+    monkeypatch.setattr(isolation.Cgroup, "processes", lambda self: next(seen))
     result = Judge("cpu", seeds=1, limits={"load": 60, "run": 30}).evaluate(
         "vector_add", "import torch\n\n\ndef solution(x, y):\n    return torch.empty_like(x).copy_(x)\n", "python")
     assert result.status == "flagged" and "threads_left_running" in result.checks_fired, result.messages
-    assert "1 process(es) more in the worker's cgroup after a run" in " ".join(result.messages)
+    assert f"1 process(es) in the worker's cgroup after its {helper_from}" in " ".join(result.messages)
+
+
+def test_a_submission_that_turns_off_the_workers_orphan_adoption_is_tampering(tmp_path):
+    """Red team round 46: one `prctl` at import turned the worker's adoption of orphans off, so a detached helper
+    was init's child, seen by no check of the worker's."""
+    source = tmp_path / "submission.py"
+    source.write_text("import ctypes\n\nctypes.CDLL(None).prctl(36, 0, 0, 0, 0)\n\n\n"
+                      "def solution(x, y):\n    return x + y\n")
+    run = subprocess.run([sys.executable, "-c", HARNESS_RUN, str(source)], capture_output=True, text=True,
+                         timeout=120, check=True)
+    flags = json.loads(run.stdout.strip().splitlines()[-1])
+    assert "PR_SET_CHILD_SUBREAPER turned off" in flags.get("tampering", ""), flags
