@@ -69,10 +69,12 @@ class Cgroup:
         return sorted({str(folder / "cgroup.procs") for folder in self.dirs.values()})
 
     def processes(self) -> frozenset[int] | None:
-        """The processes the cgroup holds now, as the kernel lists them (None: no cgroup could be made)."""
+        """The processes the cgroup and every cgroup below it hold now, as the kernel lists them (None: no cgroup
+        could be made). `cgroup.procs` lists a folder's own processes only: a helper that moved itself into a cgroup
+        it made below (a nested user namespace mounts the hierarchy) was missing from it (red team round 47)."""
         for folder in self.dirs.values():
             with contextlib.suppress(OSError, ValueError):
-                return frozenset(int(pid) for pid in (folder / "cgroup.procs").read_text().split())
+                return frozenset(pid for below in _subtree(folder) for pid in _procs(below))
         return None
 
     def describe(self, controller: str) -> str | None:
@@ -89,9 +91,9 @@ class Cgroup:
                 with contextlib.suppress(OSError):
                     (folder / "cgroup.kill").write_text("1")
                 continue
-            for _ in range(3):  # v1: read and kill; the pids limit bounds what can appear meanwhile
+            for _ in range(3):  # v1: read and kill, the cgroups below too; the pids limit bounds what can appear
                 with contextlib.suppress(OSError):
-                    pids = [int(p) for p in (folder / "cgroup.procs").read_text().split()]
+                    pids = [pid for below in _subtree(folder) for pid in _procs(below)]
                     for pid in pids:
                         with contextlib.suppress(OSError):
                             os.kill(pid, signal.SIGKILL)
@@ -101,15 +103,16 @@ class Cgroup:
     def remove(self, attempts: int = 50) -> None:
         import time
 
-        for folder in set(self.dirs.values()):
-            for _ in range(attempts):
-                try:
-                    folder.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:  # dying processes still in it
-                    time.sleep(0.05)
+        for top in set(self.dirs.values()):
+            for folder in reversed(_subtree(top)):  # the deepest first: a cgroup with cgroups below is not removed
+                for _ in range(attempts):
+                    try:
+                        folder.rmdir()
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError:  # dying processes still in it
+                        time.sleep(0.05)
 
     def notes(self) -> list[str]:
         """What the limits stopped, for the judge's message after a death or a timeout."""
@@ -128,6 +131,22 @@ class Cgroup:
             notes.append(f"the worker reached its limit of {self.max_processes} processes and threads; "
                          "further forks failed")  # fmt: skip
         return notes
+
+
+def _subtree(folder: Path) -> list[Path]:
+    """A cgroup and every cgroup below it, parents before children."""
+    found = [folder]
+    with contextlib.suppress(OSError):
+        for root, dirs, _ in os.walk(folder):
+            found += [Path(root) / d for d in sorted(dirs)]
+    return found
+
+
+def _procs(folder: Path) -> list[int]:
+    try:
+        return [int(pid) for pid in (folder / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def _read_counts(path: Path) -> dict[str, int]:

@@ -432,6 +432,10 @@ def _setup_mounts(plan: Plan, redirect_output, own_proc: bool) -> str:
         # and /proc/irq were a uid's to write, and a root judge's worker is root outside). Not all of /proc: the CUDA
         # driver's initialisation fails (error 304) in a worker whose /proc is read-only (H200, 2026-11-27).
         _mount("/proc", f"{new}/proc", None, MS_BIND | MS_REC)
+        # No nested user namespaces, as with a /proc of its own: the limit is this user namespace's (red team round
+        # 47: one gave a helper back every capability, to mount the cgroup hierarchy and hide in a cgroup below).
+        with contextlib.suppress(OSError):
+            Path(f"{new}/proc/sys/user/max_user_namespaces").write_text("0")
         for part in HOST_WIDE_PROC:
             if os.path.isdir(f"{new}/proc/{part}"):
                 _mount(f"{new}/proc/{part}", f"{new}/proc/{part}", None, MS_BIND | MS_REC)

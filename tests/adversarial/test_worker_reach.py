@@ -528,3 +528,51 @@ def test_a_submission_that_turns_off_the_workers_orphan_adoption_is_tampering(tm
                          timeout=120, check=True)
     flags = json.loads(run.stdout.strip().splitlines()[-1])
     assert "PR_SET_CHILD_SUBREAPER turned off" in flags.get("tampering", ""), flags
+
+
+NESTED_USER_NAMESPACES = """
+def solution(x, y):
+    raise RuntimeError("NESTED " + open("/proc/sys/user/max_user_namespaces").read().strip())
+"""
+
+
+def test_a_worker_without_a_pid_namespace_may_make_no_nested_user_namespace(monkeypatch):
+    """Red team round 47: in a GPU worker (no pid namespace, so no /proc of its own, where the limit used to be set) a
+    child made a user namespace of its own, which gave it every capability back, mounted the cgroup hierarchy and
+    moved itself into a cgroup below the worker's, out of the judge's look. The limit of the worker's user namespace
+    (what the file shows to a process in it) is 0 there too. Run on a CPU worker with its pid namespace off."""
+    from kerneldojo.sandbox import process
+
+    monkeypatch.setenv("KERNELDOJO_PID_NAMESPACE", "0")
+    process._stop_spares()
+    try:
+        result = Judge("cpu", seeds=1, limits={"load": 60, "run": 30}).evaluate("vector_add", NESTED_USER_NAMESPACES,
+                                                                                "python")
+    finally:
+        process._stop_spares()
+    text = " ".join(result.messages)
+    if "user_namespace: unavailable" in text:
+        pytest.skip(f"no user namespace for the worker here: {text[:300]}")
+    assert "NESTED 0" in text, text[:2000]
+
+
+def test_the_judges_look_at_a_worker_cgroup_takes_in_the_cgroups_below():
+    """Red team round 47: `cgroup.procs` lists a folder's own processes only, so a helper that moved itself into a
+    cgroup below the worker's was missing from the judge's look, and on cgroup v1 survived the worker's kill."""
+    from kerneldojo.sandbox import isolation
+
+    cgroup = isolation.Cgroup(1 << 30, 64)
+    if cgroup.processes() is None:
+        pytest.skip(f"no writable cgroup here: {cgroup.errors}")
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        for folder in cgroup.dirs.values():
+            (folder / "hide").mkdir(exist_ok=True)
+            (folder / "hide" / "cgroup.procs").write_text(str(helper.pid))
+        assert helper.pid in cgroup.processes()
+        cgroup.kill()
+        assert helper.wait(timeout=10) == -9  # the kill reaches below too
+    finally:
+        helper.kill()
+        cgroup.remove()
+    assert not any(folder.exists() for folder in cgroup.dirs.values())  # removed from the deepest up
