@@ -72,10 +72,8 @@ class Cgroup:
         """The processes the cgroup and every cgroup below it hold now, as the kernel lists them (None: no cgroup
         could be made). `cgroup.procs` lists a folder's own processes only: a helper that moved itself into a cgroup
         it made below (a nested user namespace mounts the hierarchy) was missing from it (red team round 47)."""
-        for folder in self.dirs.values():
-            with contextlib.suppress(OSError, ValueError):
-                return frozenset(pid for below in _subtree(folder) for pid in _procs(below))
-        return None
+        folder = next(iter(self.dirs.values()), None)  # every controller's cgroup holds the same processes
+        return None if folder is None else frozenset(pid for below in _subtree(folder) for pid in _procs(below))
 
     def describe(self, controller: str) -> str | None:
         if controller not in self.dirs:
@@ -92,13 +90,12 @@ class Cgroup:
                     (folder / "cgroup.kill").write_text("1")
                 continue
             for _ in range(3):  # v1: read and kill, the cgroups below too; the pids limit bounds what can appear
-                with contextlib.suppress(OSError):
-                    pids = [pid for below in _subtree(folder) for pid in _procs(below)]
-                    for pid in pids:
-                        with contextlib.suppress(OSError):
-                            os.kill(pid, signal.SIGKILL)
-                    if not pids:
-                        break
+                pids = [pid for below in _subtree(folder) for pid in _procs(below)]
+                for pid in pids:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                if not pids:
+                    break
 
     def remove(self, attempts: int = 50) -> None:
         import time

@@ -149,7 +149,7 @@ class WorkerSolution:
         timed = self._timing_reply("time", (shape, seeds, refills, output_specs, l2_bytes, budget_s), sets,
                                    output_specs)
         profile = self._timing_reply("profile", (profile_seeds[:profiled],), profiled, output_specs)
-        joined = TimedRuns(timed.stats, profile.profile, timed.outputs + profile.outputs, profile.profile_s)
+        joined = timed.joined(profile)
         self._no_process_left("timing")
         if problem := _implausible(joined, sets):
             raise Flagged({"timing_channel": message("timing_channel", problem)})

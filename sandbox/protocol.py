@@ -250,6 +250,10 @@ class TimedRuns:
     outputs: list[tuple | None]
     profile_s: float = 0.0  # of the request's time, the profile's (the rest timed the calls)
 
+    def joined(self, profiled: TimedRuns) -> TimedRuns:
+        """This `time` reply with its `profile` reply: the timed figures, the profile, both sets of outputs."""
+        return TimedRuns(self.stats, profiled.profile, self.outputs + profiled.outputs, profiled.profile_s)
+
 
 class SubmissionHandle(Protocol):
     """A loaded submission, wherever it runs: in this process (`worker.harness.Solution`), a worker

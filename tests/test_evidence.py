@@ -615,8 +615,7 @@ def _time_with_stand_ins(monkeypatch, source: Path, split: bool = False):
     if split:  # as a worker does: the profile's seeds in a request of their own, made after the timing reply
         first = solution.timed(case.shape, list(seeds), list(refills), specs, 1 << 20, 0.1)
         profile_seeds = [900 + k for k in range(3)]
-        second = solution.profiled(list(profile_seeds))
-        timed = type(first)(first.stats, second.profile, first.outputs + second.outputs, second.profile_s)
+        timed = first.joined(solution.profiled(list(profile_seeds)))
     else:
         profile_seeds = [900 + k for k in range(3)]
         timed = solution.time(case.shape, list(seeds), list(refills), list(profile_seeds), specs, 1 << 20, 0.1)

@@ -258,9 +258,7 @@ class Solution:
     def time(self, shape: dict, seeds: list[int], refills: list[int], profile_seeds: list[int],
              output_specs: list[tuple], l2_bytes: int, budget_s: float) -> TimedRuns:
         """`timed`, then `profiled` (what a worker does in two requests, here in one process)."""
-        timed = self.timed(shape, seeds, refills, output_specs, l2_bytes, budget_s)
-        profiled = self.profiled(profile_seeds)
-        return TimedRuns(timed.stats, profiled.profile, timed.outputs + profiled.outputs, profiled.profile_s)
+        return self.timed(shape, seeds, refills, output_specs, l2_bytes, budget_s).joined(self.profiled(profile_seeds))
 
     def timed(self, shape: dict, seeds: list[int], refills: list[int], output_specs: list[tuple], l2_bytes: int,
               budget_s: float) -> TimedRuns:
