@@ -38,12 +38,16 @@ def wait_healthy(url: str, deadline_s: float = 120, proc: subprocess.Popen | Non
 
 
 @contextlib.contextmanager
-def served_in_thread(config):
-    """The app under uvicorn in a thread of this process; yields its URL."""
+def served_in_thread(config, executor=None):
+    """The app under uvicorn in a thread of this process (over `executor`, else the one `config` names); yields its
+    URL."""
     from kerneldojo.service import create_app
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning"))
+    # an open event stream holds no test's end up for long
+    config = uvicorn.Config(create_app(config, executor), host="127.0.0.1", port=port, log_level="warning",
+                            timeout_graceful_shutdown=5)  # fmt: skip
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"

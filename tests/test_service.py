@@ -265,20 +265,58 @@ def test_a_reused_new_best_is_rejudged_before_it_is_stored(tmp_path, status, rej
     assert bool(stored.get("rejudged")) is rejudged and stored["reused"] is not rejudged
 
 
-def test_a_job_streams_its_state_as_server_sent_events(service):
-    url = service[0]
-    job = httpx.post(f"{url}/jobs", json={"task": "vector_add", "source": subs.VECTOR_ADD_TRITON + "\n# sse\n"},
-                     headers=auth("alice")).json()  # fmt: skip
-    events = []
-    with httpx.stream("GET", f"{url}/jobs/{job['id']}/events", headers=auth("alice"), timeout=300) as stream:
-        kind = None
+def job_events(url: str, job_id: str, who: str, deadline_s: float = 300) -> list[tuple[str, dict]]:
+    """A job's server-sent events until the stream ends; past `deadline_s` a failure (the stream's keep-alives
+    would hold a per-read timeout off for ever)."""
+    events, kind, deadline = [], None, time.monotonic() + deadline_s
+    with httpx.stream("GET", f"{url}/jobs/{job_id}/events", headers=auth(who), timeout=60) as stream:
         for line in stream.iter_lines():
+            assert time.monotonic() < deadline, f"the stream did not end within {deadline_s} s: {events}"
             if line.startswith("event: "):
                 kind = line[7:]
             elif line.startswith("data: "):
                 events.append((kind, json.loads(line[6:])))
+    return events
+
+
+def test_a_job_streams_its_state_as_server_sent_events(service):
+    url = service[0]
+    job = httpx.post(f"{url}/jobs", json={"task": "vector_add", "source": subs.VECTOR_ADD_TRITON + "\n# sse\n"},
+                     headers=auth("alice")).json()  # fmt: skip
+    events = job_events(url, job["id"], "alice")
     assert events[-1][0] == "result" and events[-1][1]["result"]["status"] == "ok"
     assert all(kind == "state" for kind, _ in events[:-1])
+
+
+def test_a_stream_that_saw_the_final_state_before_the_end_still_gets_the_verdict(tmp_path, monkeypatch):
+    """A job's state turns "done" a log write before its end is signalled: a stream polling in between once took
+    the state for a plain change and never sent the verdict (CI hung on the test above for an hour)."""
+    import threading
+    from concurrent.futures import Future
+
+    from kerneldojo.service.jobs import JobQueue
+
+    class LateExecutor(ScriptedExecutor):  # answers a moment after the stream has connected
+        def submit(self, task, source, language=None, retime=False):
+            future = Future()
+            threading.Timer(1.0, future.set_result, [a_result(task, language, "ok")]).start()
+            return future
+
+    write = JobQueue._write
+
+    def slow_end(queue, entry):
+        if entry["op"] == "done":
+            time.sleep(1.0)
+        write(queue, entry)
+
+    monkeypatch.setattr(JobQueue, "_write", slow_end)
+    config = ServiceConfig(state_dir=tmp_path, devices="cpu:1", tokens=load_tokens(json.dumps(TOKENS)))
+    with served_in_thread(config, LateExecutor(None, slots=[{"device": "cpu", "mode": "cpu"}])) as url:
+        job = httpx.post(f"{url}/jobs", json={"task": "vector_add", "source": subs.VECTOR_ADD_TRITON},
+                         headers=auth("alice")).json()  # fmt: skip
+        events = job_events(url, job["id"], "alice", deadline_s=30)
+    assert events[-1][0] == "result" and events[-1][1]["result"]["status"] == "ok"
+    assert ("state", {"id": job["id"], "state": "done"}) in events  # the window the old stream stuck in was seen
 
 
 def test_batch_tasks_leaderboard_and_metrics(service):

@@ -286,13 +286,14 @@ def create_app(config: ServiceConfig, executor: Executor | None = None) -> FastA
         async def events():
             last, quiet = None, 0.0
             while True:
-                if job.state != last:
-                    last = job.state
-                    kind = "result" if job.ended.is_set() else "state"
-                    view = job.view(who.name) if kind == "result" else {"id": job.id, "state": job.state}
-                    yield f"event: {kind}\ndata: {json.dumps(view)}\n\n"
-                    if kind == "result":
-                        return
+                # `ended` is read before `state`: a job's state turns final a log write (an fsync) before `ended` is
+                # set, and a stream that took "done" for a plain state change never sent the verdict (a CI hang)
+                if job.ended.is_set():
+                    yield f"event: result\ndata: {json.dumps(job.view(who.name))}\n\n"
+                    return
+                if (state := job.state) != last:
+                    last = state
+                    yield f"event: state\ndata: {json.dumps({'id': job.id, 'state': state})}\n\n"
                 await asyncio.sleep(0.1)
                 quiet += 0.1
                 if quiet >= 15:  # a comment keeps proxies from closing an idle stream
