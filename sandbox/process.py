@@ -107,6 +107,26 @@ class WorkerSolution:
             self._worker.stop()  # they go with it: the cgroup is killed
             raise Flagged({"threads_left_running": message("threads_left_running", detail)})
 
+    @contextlib.contextmanager
+    def _watched(self, requests: str):
+        """The judge's look at the worker's cgroup while `requests` run too (`isolation.RequestWatch`): a helper
+        gone before they end is missing from the look after them (red team round 48). A helper found is flagged
+        whatever the requests did after its kill."""
+        cgroup = getattr(self._worker, "cgroup", None)
+        if cgroup is None or self._processes is None:
+            yield
+            return
+        watch = isolation.RequestWatch(cgroup, self._processes, isolation.toolchain_programs())
+        try:
+            with watch:
+                yield
+        finally:
+            if watch.found:
+                self._worker.stop()
+                detail = f"{watch.found} in the worker's cgroup during its {requests}, not there before the " \
+                         "submission loaded"
+                raise Flagged({"threads_left_running": message("threads_left_running", detail)})
+
     def _load(self, task: Task, build: Build) -> None:
         """The build's files travel inside the request (`protocol.dumps`): the worker sees no build cache."""
         try:
@@ -146,9 +166,10 @@ class WorkerSolution:
         """Two requests: the timed calls, then, once their reply is in (and its outputs copied here: the worker frees
         them at its next request), the profiled calls on sets refilled from `profile_seeds`, sent only now."""
         sets, profiled = len(seeds), min(PROFILED_CALLS, len(seeds))
-        timed = self._timing_reply("time", (shape, seeds, refills, output_specs, l2_bytes, budget_s), sets,
-                                   output_specs)
-        profile = self._timing_reply("profile", (profile_seeds[:profiled],), profiled, output_specs)
+        with self._watched("timing"):
+            timed = self._timing_reply("time", (shape, seeds, refills, output_specs, l2_bytes, budget_s), sets,
+                                       output_specs)
+            profile = self._timing_reply("profile", (profile_seeds[:profiled],), profiled, output_specs)
         joined = timed.joined(profile)
         self._no_process_left("timing")
         if problem := _implausible(joined, sets):

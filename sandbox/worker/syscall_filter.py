@@ -18,15 +18,16 @@ the submission loaded (docs/threat-model.md).
 `refuse_reaching_other_processes` is loaded in every mode by each process about to load a submission: the
 system calls whose permission is only "the same uid" (prlimit on another process set the judge's RLIMIT_CPU to
 one second, and the kernel killed it: red team round 14, a GPU worker, which has no pid namespace; CPU affinity,
-priorities of a whole uid, page migration: round 41) act on the caller only. Signals are scoped by Landlock
-(`confine._scope_signals`); tracing needs a capability the worker
-lacks."""
+priorities of a whole uid, page migration: round 41) act on the caller only, and no process is made another's
+child (`clone` with CLONE_PARENT: a GPU worker's sibling was missing from the worker's list of its children, red
+team round 48; `clone3` gets ENOSYS, as above). Signals are scoped by Landlock (`confine._scope_signals`); tracing
+needs a capability the worker lacks."""
 
 from __future__ import annotations
 
 import errno
 
-CLONE_THREAD = 0x00010000
+CLONE_PARENT, CLONE_THREAD = 0x00008000, 0x00010000
 
 
 def refuse_processes_and_sockets() -> str | bool:
@@ -70,6 +71,8 @@ def refuse_reaching_other_processes() -> str | bool:
     rules.add_rule(refuse, "setpriority", other(1))
     rules.add_rule(refuse, "ioprio_set", seccomp.Arg(0, seccomp.NE, 1))
     rules.add_rule(refuse, "ioprio_set", other(1))
+    rules.add_rule(refuse, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_PARENT, CLONE_PARENT))
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")  # glibc falls back to clone, as Docker's profile relies on
     return _load(rules)
 
 

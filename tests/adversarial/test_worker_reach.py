@@ -406,6 +406,14 @@ from kerneldojo.sandbox.worker.syscall_filter import refuse_reaching_other_proce
 
 libc = ctypes.CDLL(None, use_errno=True)
 IOPRIO_GET, IOPRIO_SET, IOPRIO_WHO_PGRP = 252, 251, 2  # x86_64
+SYS_CLONE, SYS_CLONE3, CLONE_PARENT, SIGCHLD = 56, 435, 0x8000, 17
+
+
+def clone_parent():  # round 48: the child would be our parent's, out of our list of children
+    pid = libc.syscall(SYS_CLONE, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0)
+    if pid == 0:
+        os._exit(0)
+    return pid
 
 
 def outcomes():  # each asks for what the target has already: nothing changes whichever way it goes
@@ -415,10 +423,12 @@ def outcomes():  # each asks for what the target has already: nothing changes wh
             ("ioprio-group", lambda: libc.syscall(IOPRIO_SET, IOPRIO_WHO_PGRP, 0,
                                                   libc.syscall(IOPRIO_GET, IOPRIO_WHO_PGRP, 0))),
             ("affinity-by-pid", lambda: os.sched_setaffinity(os.getpid(), os.sched_getaffinity(0))),
-            ("affinity-own", lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))):
+            ("affinity-own", lambda: os.sched_setaffinity(0, os.sched_getaffinity(0))),
+            ("clone-parent", clone_parent),
+            ("clone3", lambda: libc.syscall(SYS_CLONE3, None, 0))):  # the kernel's answer: EINVAL (no arguments)
         try:
             code = call()
-            out[name] = "refused" if code == -1 and ctypes.get_errno() == 1 else "allowed"
+            out[name] = "refused" if code == -1 and ctypes.get_errno() in (1, 38) else "allowed"  # EPERM, ENOSYS
         except PermissionError:
             out[name] = "refused"
     return out
@@ -434,15 +444,17 @@ def test_the_filter_leaves_every_uid_wide_and_other_process_form_refused():
     """Red team round 41: with PRIO_USER / IOPRIO_WHO_USER (or a process group) and who 0, setpriority and
     ioprio_set act on every process of the caller's uid, and sched_setaffinity of another pid needs only that uid
     (and a target with no more capabilities, as every other worker is). Asked in a session of its own, where the
-    kernel allows each, before the filter and after it."""
-    run = subprocess.run([sys.executable, "-c", FILTERED], capture_output=True, text=True, timeout=60,
-                         start_new_session=True, check=True)
+    kernel allows each, before the filter and after it. Round 48: a child made with CLONE_PARENT is its parent's
+    sibling, out of the worker's list of its children."""
+    # under a shell that reaps what a CLONE_PARENT child leaves (the shell's own, not this process's)
+    run = subprocess.run(["sh", "-c", '"$0" -c "$1"; true', sys.executable, FILTERED], capture_output=True,
+                         text=True, timeout=60, start_new_session=True, check=True)
     seen = json.loads(run.stdout)
     if seen["loaded"] is not True:
         pytest.skip(f"no seccomp filter here: {seen['loaded']}")
     assert set(seen["before"].values()) == {"allowed"}, seen  # the kernel itself allows each: the filter decides
     assert seen["after"] == {"setpriority-group": "refused", "ioprio-group": "refused", "affinity-by-pid": "refused",
-                     "affinity-own": "allowed"}, seen
+                             "affinity-own": "allowed", "clone-parent": "refused", "clone3": "refused"}, seen
 
 
 DETACHED_HELPER = """
@@ -576,3 +588,73 @@ def test_the_judges_look_at_a_worker_cgroup_takes_in_the_cgroups_below():
         helper.kill()
         cgroup.remove()
     assert not any(folder.exists() for folder in cgroup.dirs.values())  # removed from the deepest up
+
+
+@pytest.fixture
+def worker_cgroup():
+    from kerneldojo.sandbox import isolation
+
+    cgroup = isolation.Cgroup(1 << 30, 64)
+    if cgroup.processes() is None:
+        pytest.skip(f"no writable cgroup here: {cgroup.errors}")
+    started: list[subprocess.Popen] = []
+
+    def run_inside(*argv: str) -> subprocess.Popen:
+        started.append(process := subprocess.Popen(argv))
+        for folder in cgroup.dirs.values():
+            (folder / "cgroup.procs").write_text(str(process.pid))
+        return process
+
+    yield cgroup, run_inside
+    for process in started:
+        process.kill()
+        process.wait()
+    cgroup.remove()
+
+
+def test_the_judge_sees_a_helper_that_lives_only_while_a_request_runs(worker_cgroup):
+    """Red team round 48: a helper started during the timing requests (a sibling made with CLONE_PARENT, a fresh
+    Python with a CUDA context of its own) did their work and was gone before the judge's look after them. The
+    judge looks while they run: a process that stays past the linger is found and the cgroup killed; one of the
+    toolchain's programs (ptxas: here `sleep` stands in) and one gone within the linger are not."""
+    from kerneldojo.sandbox import isolation
+
+    cgroup, run_inside = worker_cgroup
+    sleep = os.stat(shutil.which("sleep"))
+    with isolation.RequestWatch(cgroup, cgroup.processes(), frozenset({(sleep.st_dev, sleep.st_ino)}),
+                                linger_s=1.0) as watch:  # fmt: skip
+        toolchain = run_inside("sleep", "2")
+        brief = run_inside(sys.executable, "-c", "pass")
+        assert brief.wait(timeout=30) == 0
+        time.sleep(1.5)
+        assert watch.found is None and toolchain.poll() is None
+        helper = run_inside(sys.executable, "-c", "import time; time.sleep(60)")
+        assert helper.wait(timeout=30) == -9  # killed by the watch, with everything else in the cgroup
+    assert f"process {helper.pid} ({os.path.realpath(sys.executable)})" in watch.found, watch.found
+
+
+def test_a_helper_found_during_the_timing_requests_is_flagged(monkeypatch, worker_cgroup):
+    """The watch's finding, wired: `WorkerSolution.time` ends `threads_left_running` whatever its requests answered
+    after the kill (here a helper that a stand-in `time` request starts)."""
+    from kerneldojo.graders.checks import Flagged
+    from kerneldojo.sandbox.process import WorkerSolution
+
+    cgroup, run_inside = worker_cgroup
+    solution = object.__new__(WorkerSolution)
+    stopped = []
+    solution._worker = type("Worker", (), {"cgroup": cgroup, "stop": lambda self: stopped.append(True)})()
+    solution._processes = cgroup.processes()
+    helpers = []
+
+    def request(self, op, *args):
+        if op == "time":
+            helpers.append(run_inside(sys.executable, "-c", "import time; time.sleep(60)"))
+            helpers[-1].wait(timeout=30)  # until the watch kills it
+        return None
+
+    monkeypatch.setattr(WorkerSolution, "_timing_reply", request)
+    with pytest.raises(Flagged) as flagged:
+        solution.time({"n": 1}, [1], [2], [3], [], 1 << 20, 0.1)
+    assert "threads_left_running" in flagged.value.checks and stopped, flagged.value.checks
+    assert "during its timing, not there before the submission loaded" in flagged.value.checks["threads_left_running"]
+    assert helpers[0].returncode == -9
