@@ -15,7 +15,6 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 from .worker.confine import Plan, gib, under, under_any, unescape
@@ -100,6 +99,8 @@ class Cgroup:
                     break
 
     def remove(self, attempts: int = 50) -> None:
+        import time
+
         for top in set(self.dirs.values()):
             for folder in reversed(_subtree(top)):  # the deepest first: a cgroup with cgroups below is not removed
                 for _ in range(attempts):
@@ -131,17 +132,17 @@ class Cgroup:
 
 
 class RequestWatch:
-    """The judge's look at a worker's cgroup while a request runs, every `every_s` (red team round 48: a helper
-    that lived only while the timing requests ran, a sibling made with CLONE_PARENT with a CUDA context of its own,
-    was gone by the look after them). A process not among `baseline` (the worker's own, before the submission
-    loaded) that is still there `linger_s` after it was first seen is `found`, and the cgroup killed, unless it runs
-    one of `allowed`'s programs (Triton's ptxas, when a bench shape compiles): the linger lets such a child's time
-    between its fork and its exec pass, and is shorter than a fresh process takes to set up CUDA of its own."""
+    """The judge's look at a worker's cgroup while requests run, every `every_s` (red team round 48: a helper that
+    lived only while the timing requests ran, a sibling made with CLONE_PARENT with a CUDA context of its own, was
+    gone by the look after them). Any process not among `baseline` (the worker's own, before the submission loaded)
+    is `found` and the cgroup killed: the judge has made every call that compiles (each bench shape's first) before
+    the timing, so no child of the worker's belongs there. Whatever the kernel lists counts, a process whose main
+    thread has exited included, and a look that fails finds (round 49: an allowlist of the toolchain's programs ran
+    the submission's library under LD_PRELOAD, a zombie-looking process was passed over, and a process name that is
+    no UTF-8 stopped the thread)."""
 
-    def __init__(self, cgroup: Cgroup, baseline: frozenset[int], allowed: frozenset[tuple[int, int]],
-                 every_s: float = 0.01, linger_s: float = 0.1):  # fmt: skip
-        self.cgroup, self.baseline, self.allowed = cgroup, baseline, allowed
-        self.every_s, self.linger_s = every_s, linger_s
+    def __init__(self, cgroup: Cgroup, baseline: frozenset[int], every_s: float = 0.01):
+        self.cgroup, self.baseline, self.every_s = cgroup, baseline, every_s
         self.found: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._look, name="kerneldojo-request-watch", daemon=True)
@@ -155,59 +156,16 @@ class RequestWatch:
         self._thread.join()
 
     def _look(self) -> None:
-        first_seen: dict[tuple[int, str], float] = {}
-        while self.found is None and not self._stop.wait(self.every_s):
-            now = time.monotonic()
-            for pid in (self.cgroup.processes() or frozenset()) - self.baseline:
-                if (started := _start_time(pid)) is None:
-                    continue  # gone (or a zombie's last moment)
-                if now - first_seen.setdefault((pid, started), now) < self.linger_s:
-                    continue
-                try:
-                    exe = os.stat(f"/proc/{pid}/exe")  # the file itself: paths differ between mount namespaces
-                except FileNotFoundError:
-                    continue
-                except OSError as e:  # unreadable: no toolchain child of the worker's
-                    exe, why = None, e.strerror
-                if exe is None or (exe.st_dev, exe.st_ino) not in self.allowed:
-                    program = _program(pid) if exe is not None else f"(its program unreadable: {why})"
-                    self.found = f"process {pid} {program} ran {now - first_seen[(pid, started)]:.2f} s"
-                    self.cgroup.kill()
-                    return
-
-
-@functools.cache
-def toolchain_programs() -> frozenset[tuple[int, int]]:
-    """The programs a worker may run while it is timed, as (device, inode): Triton's own ptxas, cuobjdump and
-    nvdisasm (a bench shape's first call compiles), and the ptxas that `TRITON_PTXAS_PATH` names."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("triton")
-    folders = [Path(p) / "backends" / "nvidia" / "bin" for p in (spec.submodule_search_locations or [])] if spec else []
-    files = [f for folder in folders if folder.is_dir() for f in folder.iterdir()]
-    if os.environ.get("TRITON_PTXAS_PATH"):
-        files.append(Path(os.environ["TRITON_PTXAS_PATH"]))
-    found = set()
-    for f in files:
-        with contextlib.suppress(OSError):
-            st = f.stat()
-            found.add((st.st_dev, st.st_ino))
-    return frozenset(found)
-
-
-def _start_time(pid: int) -> str | None:
-    """The process's start (field 22 of its stat, in clock ticks): a pid reused is another process."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return fields[19] if len(fields) > 19 and fields[0] != "Z" else None
-
-
-def _program(pid: int) -> str:
-    with contextlib.suppress(OSError):
-        return f"({os.readlink(f'/proc/{pid}/exe')})"
-    return "(its program unreadable)"
+        try:
+            while not self._stop.wait(self.every_s):
+                if new := (self.cgroup.processes() or frozenset()) - self.baseline:
+                    self.found = f"{len(new)} process(es) ({', '.join(map(str, sorted(new)[:5]))}) in the " \
+                                 "worker's cgroup that were not there before the submission loaded"
+                    break
+        except BaseException as e:  # fails closed
+            self.found = f"the judge's look at the worker's cgroup failed ({type(e).__name__}), which counts as found"
+        if self.found:
+            self.cgroup.kill()
 
 
 def _subtree(folder: Path) -> list[Path]:

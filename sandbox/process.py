@@ -116,15 +116,14 @@ class WorkerSolution:
         if cgroup is None or self._processes is None:
             yield
             return
-        watch = isolation.RequestWatch(cgroup, self._processes, isolation.toolchain_programs())
+        watch = isolation.RequestWatch(cgroup, self._processes)
         try:
             with watch:
                 yield
         finally:
             if watch.found:
                 self._worker.stop()
-                detail = f"{watch.found} in the worker's cgroup during its {requests}, not there before the " \
-                         "submission loaded"
+                detail = f"during its {requests}: {watch.found}"
                 raise Flagged({"threads_left_running": message("threads_left_running", detail)})
 
     def _load(self, task: Task, build: Build) -> None:

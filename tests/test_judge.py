@@ -295,3 +295,41 @@ def test_python_that_carries_cuda_in_a_string_is_python():
     assert detect_language(source) == "python" and language_mismatch(source, "python") is None
     cuda = '#include <cuda_runtime.h>\n__global__ void k() {}\nextern "C" void solution() {}\n'
     assert detect_language(cuda) == "cuda"
+
+
+@pytest.mark.parametrize("wrong_at_bench", [False, True])
+def test_each_bench_shape_is_called_and_checked_before_the_timing(monkeypatch, wrong_at_bench):
+    """Red team round 49: the first call of a bench shape compiled (Triton's ptxas) inside the timing requests, so the
+    judge's look for new processes there had to let the toolchain's programs through, and ptxas ran the submission's
+    library under LD_PRELOAD. Where the judge times, each bench shape is called once more in the correctness phase,
+    at a fresh seed, and checked; a solution that is wrong only at a bench shape fails there."""
+    from kerneldojo.graders.correctness import WrongOutput
+    from kerneldojo.judge import Judge
+    from kerneldojo.result import EvalResult, Versions
+    from kerneldojo.tasks import Case, Task
+
+    task = get_task("vector_add")
+    bench = [Case((("n", 5003),), "float32"), Case((("n", 9001),), "float32")]
+    cases = Task.cases
+    monkeypatch.setattr(Task, "cases", lambda self, kind: bench if kind == "bench" else cases(self, kind))
+    called = []
+
+    class Solution:  # the adds, as a worker would answer; wrong at the bench shapes if asked to be
+        def run(self, inputs, shape, outputs):
+            called.append(shape["n"])
+            out = inputs[0] + inputs[1]
+            return (out + 1,) if wrong_at_bench and shape["n"] in (5003, 9001) else (out,)
+
+    judge = Judge("cpu", seeds=1)
+    judge.timed = True  # as on a GPU
+    result = EvalResult(task="vector_add", language="triton", device="cpu", mode="cpu", status="ok",
+                        versions=Versions(kerneldojo="0", python="3", torch="2"))  # fmt: skip
+    small = [case.shape["n"] for case in task.cases("small")]
+    if wrong_at_bench:
+        with pytest.raises(WrongOutput, match="n=5003"):
+            judge._check(task, Solution(), result)
+        assert called == [n for n in small for _ in range(2)] + [5003]
+    else:
+        judge._check(task, Solution(), result)
+        assert called == [n for n in small for _ in range(2)] + [5003, 9001]  # a seed and the perturbed, then bench
+        assert result.cases_checked == 2 * len(small) + 2

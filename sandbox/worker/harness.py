@@ -150,6 +150,7 @@ class Solution:
         # The kernels that count as its own, named before any of its code runs: the worker's copy of the source
         # and its libraries are files the submission could rewrite later (red team round 12).
         self._own_names = self._own_kernel_names()
+        self._built_here: dict[str, frozenset[str]] = {}  # a library load_inline built -> its kernels (cuobjdump)
         if build.language in ("triton", "python"):
             with self._tripwire:
                 self._fn = self._import_python()
@@ -209,6 +210,7 @@ class Solution:
             if case_label(shape) in self._shapes_called:
                 self._check_memory(shape, result, torch.cuda.max_memory_allocated(self.device.torch_device) - allocated)
             self._shapes_called.add(case_label(shape))
+            self._own_kernels()  # its cuobjdump, a child process, runs here: none belongs in the timing requests
         self._inspect(result)
         return result
 
@@ -341,7 +343,9 @@ class Solution:
     def _own_kernels(self) -> OwnKernels:
         own = OwnKernels(set(self._own_names.triton), set(self._own_names.native))
         for library in _extensions_built_here():  # load_inline's (a KernelBench solution's), built at its run
-            own.native |= native_kernel_names(library)
+            if library not in self._built_here:
+                self._built_here[library] = native_kernel_names(library)
+            own.native |= self._built_here[library]
         return own
 
     def ncu(self, shape: dict, output_specs: list, calls: int, limit_s: float) -> str:

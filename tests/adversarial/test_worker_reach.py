@@ -612,25 +612,40 @@ def worker_cgroup():
     cgroup.remove()
 
 
-def test_the_judge_sees_a_helper_that_lives_only_while_a_request_runs(worker_cgroup):
+# Red team round 49: a process whose main thread has ended (the raw exit system call) runs on in another thread;
+# its /proc/<pid>/stat says "Z" and the kernel still lists it in the cgroup.
+MAIN_THREAD_GONE = """
+import _thread, ctypes, time
+_thread.start_new_thread(time.sleep, (60,))
+ctypes.CDLL(None).syscall(60, 0)
+"""
+
+
+@pytest.mark.parametrize("helper", ["python", "main thread gone", "look fails"])
+def test_the_judge_sees_a_helper_that_lives_only_while_a_request_runs(worker_cgroup, monkeypatch, helper):
     """Red team round 48: a helper started during the timing requests (a sibling made with CLONE_PARENT, a fresh
     Python with a CUDA context of its own) did their work and was gone before the judge's look after them. The
-    judge looks while they run: a process that stays past the linger is found and the cgroup killed; one of the
-    toolchain's programs (ptxas: here `sleep` stands in) and one gone within the linger are not."""
+    judge looks while they run: any new process is found and the cgroup killed. Round 49: an allowlist of the
+    toolchain's programs let ptxas run the submission's library (LD_PRELOAD), a process whose main thread had ended
+    was passed over as a zombie, and a look that raised (a process name that is no UTF-8) found nothing."""
     from kerneldojo.sandbox import isolation
 
     cgroup, run_inside = worker_cgroup
-    sleep = os.stat(shutil.which("sleep"))
-    with isolation.RequestWatch(cgroup, cgroup.processes(), frozenset({(sleep.st_dev, sleep.st_ino)}),
-                                linger_s=1.0) as watch:  # fmt: skip
-        toolchain = run_inside("sleep", "2")
-        brief = run_inside(sys.executable, "-c", "pass")
-        assert brief.wait(timeout=30) == 0
-        time.sleep(1.5)
-        assert watch.found is None and toolchain.poll() is None
-        helper = run_inside(sys.executable, "-c", "import time; time.sleep(60)")
-        assert helper.wait(timeout=30) == -9  # killed by the watch, with everything else in the cgroup
-    assert f"process {helper.pid} ({os.path.realpath(sys.executable)})" in watch.found, watch.found
+    with isolation.RequestWatch(cgroup, cgroup.processes()) as watch:
+        time.sleep(0.3)
+        assert watch.found is None  # nothing new: nothing found
+        if helper == "look fails":
+            monkeypatch.setattr(isolation.Cgroup, "processes", lambda self: b"\xff".decode())  # raises, as a name did
+            time.sleep(0.3)
+        else:
+            program = "import time; time.sleep(60)" if helper == "python" else MAIN_THREAD_GONE
+            process = run_inside(sys.executable, "-c", program)
+            assert process.wait(timeout=30) == -9  # killed by the watch, with everything else in the cgroup
+    assert watch.found, watch.found
+    if helper == "look fails":
+        assert "failed (UnicodeDecodeError), which counts as found" in watch.found
+    else:
+        assert f"1 process(es) ({process.pid}) in the worker's cgroup" in watch.found, watch.found
 
 
 def test_a_helper_found_during_the_timing_requests_is_flagged(monkeypatch, worker_cgroup):
@@ -656,5 +671,5 @@ def test_a_helper_found_during_the_timing_requests_is_flagged(monkeypatch, worke
     with pytest.raises(Flagged) as flagged:
         solution.time({"n": 1}, [1], [2], [3], [], 1 << 20, 0.1)
     assert "threads_left_running" in flagged.value.checks and stopped, flagged.value.checks
-    assert "during its timing, not there before the submission loaded" in flagged.value.checks["threads_left_running"]
+    assert "during its timing: 1 process(es)" in flagged.value.checks["threads_left_running"]
     assert helpers[0].returncode == -9
