@@ -8,7 +8,7 @@ from kerneldojo.graders.correctness import (
     poisoned_like,
     same_layout_copy,
 )
-from kerneldojo.tasks import Tolerance
+from kerneldojo.tasks import Tolerance, get_task
 
 TOL = Tolerance(atol=1e-6, rtol=1e-6)
 
@@ -96,3 +96,18 @@ def test_a_copy_sent_to_a_worker_keeps_the_inputs_layout_and_shares_no_memory(ma
     original = t.clone()
     torch.empty(0, dtype=torch.uint8).set_(copy.untyped_storage()).fill_(0)  # a worker's writes land in its copy
     assert torch.equal(t, original) and not torch.equal(copy, t)
+
+
+def test_a_sum_estimated_from_a_sample_fails_sum_all():
+    """Red team round 43's note: with i.i.d. mean-0.5 inputs, summing 95 % of the elements and estimating the rest
+    from their mean stayed within sum_all's rtol of 1e-4 at large n. The inputs' 64 large values at random places
+    fail it; an honest float32 sum passes (exploit `sum_all_skip_estimate` on the GPU)."""
+    task = get_task("sum_all")
+    shape = {"n": 100000007, "dtype": "float32"}  # its largest test shape: at 1e6 the estimate's noise fails anyway
+    for seed in range(2):
+        (x,) = task.reference.make_inputs(shape, seed, "cpu")
+        expected = (task.reference.reference(x),)
+        read = int(x.numel() * 0.95)
+        with pytest.raises(WrongOutput):
+            check_outputs((x[:read].sum() * (x.numel() / read),), expected, task.tolerance("float32"), "sampled")
+        check_outputs((x.sum(),), expected, task.tolerance("float32"), "honest")
