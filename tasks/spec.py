@@ -53,7 +53,7 @@ DEFAULT_ALLOWED_OPS = frozenset({
     "aten.empty", "aten.empty_like", "aten.empty_strided", "aten.new_empty", "aten.new_empty_strided",
     "aten.zeros", "aten.zeros_like", "aten.new_zeros", "aten.ones", "aten.ones_like", "aten.new_ones",
     "aten.full", "aten.full_like", "aten.new_full", "aten.fill", "aten.zero", "aten.scalar_tensor",
-    "aten.arange", "aten.lift_fresh", "aten.lift_fresh_copy", "aten.resize",
+    "aten.arange", "aten.lift_fresh", "aten.resize",
     # views and metadata: no element is computed
     "aten.view", "aten._unsafe_view", "aten.reshape", "aten._reshape_alias", "aten.as_strided", "aten.expand",
     "aten.squeeze", "aten.unsqueeze", "aten.flatten", "aten.unflatten", "aten.t", "aten.transpose",
@@ -65,6 +65,11 @@ DEFAULT_ALLOWED_OPS = frozenset({
     # copies and casts of the submission's own tensors
     "aten.copy", "aten.clone", "aten._to_copy", "aten.contiguous",
 })
+# The allowed operators that copy a tensor's elements (the functional `resize` is a clone in the input's layout): a
+# task whose work is a copy takes them all away. Every other allowed operator copies none, which
+# tests/test_tasks.py checks from the operators' schemas (red team round 50: `lift_fresh_copy`, a clone, was
+# allowed where clone was forbidden).
+COPY_OPS = frozenset({"aten.copy", "aten.clone", "aten._to_copy", "aten.contiguous", "aten.resize"})
 
 
 class TaskSpec(BaseModel):

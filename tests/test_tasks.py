@@ -185,3 +185,37 @@ def test_a_broken_reference_fails_on_make_with_the_file_named(task_copy, monkeyp
     monkeypatch.setitem(task_library._registry(), broken.id, broken)
     with pytest.raises(TaskError, match=r"reference.py: must define flops"):
         kerneldojo.make(broken.id, device="cpu")
+
+
+# Allowed operators that take a tensor and return one that is no alias of it without copying its elements: an
+# allocation from its metadata (`*_like`, `new_*`), a fill, a view that torch leaves unannotated, a storage pointer.
+COPIES_NOTHING = {"aten.fill", "aten.zero", "aten._unsafe_view", "aten.set"}
+
+
+def test_every_allowed_operator_but_the_listed_copies_copies_nothing():
+    """Red team round 50: `lift_fresh_copy`, a clone, was on the default allowlist while transpose forbade clone, and
+    did its work. Read from the operators' schemas: an allowed operator that makes a new tensor from a tensor (one
+    that is no alias of its input) is a copy (`COPY_OPS`, which a task whose work is a copy forbids whole) or copies
+    nothing (COPIES_NOTHING above), so no copy joins the allowlist unnoticed."""
+    from tasks.spec import COPY_OPS, DEFAULT_ALLOWED_OPS
+
+    assert COPY_OPS <= DEFAULT_ALLOWED_OPS
+    copies = set()
+    for name in DEFAULT_ALLOWED_OPS:
+        packet = getattr(torch.ops.aten, name.removeprefix("aten."))
+        for overload in packet.overloads():
+            schema = getattr(packet, overload)._schema
+            takes_a_tensor = any("Tensor" in str(a.type) for a in schema.arguments)
+            if takes_a_tensor and any("Tensor" in str(r.type) and r.alias_info is None for r in schema.returns):
+                copies.add(name)
+    allocations = {n for n in copies if n.endswith("_like") or n.startswith("aten.new_")}
+    assert copies - allocations - COPIES_NOTHING <= COPY_OPS  # `contiguous` returns an alias where it copies nothing
+    assert {"aten.clone", "aten.copy"} <= copies  # the schemas are read as this test means
+
+
+def test_a_task_that_forbids_a_copy_forbids_every_copy():
+    from tasks.spec import COPY_OPS
+
+    for task_id in list_tasks():
+        forbidden = set(get_task(task_id).spec.forbidden)
+        assert not forbidden & COPY_OPS or COPY_OPS <= forbidden, (task_id, sorted(COPY_OPS - forbidden))
