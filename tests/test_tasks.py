@@ -218,4 +218,4 @@ def test_a_task_that_forbids_a_copy_forbids_every_copy():
 
     for task_id in list_tasks():
         forbidden = set(get_task(task_id).spec.forbidden)
-        assert not forbidden & COPY_OPS or COPY_OPS <= forbidden, (task_id, sorted(COPY_OPS - forbidden))
+        assert not forbidden & COPY_OPS or forbidden >= COPY_OPS, (task_id, sorted(COPY_OPS - forbidden))
