@@ -46,7 +46,7 @@ import torch
 
 from kerneldojo.tasks import Task
 
-from . import docker_gpu
+from . import docker_gpu, isolation
 from .channel import Channel
 from .device import Device
 from .process import WorkerSolution, _Worker
@@ -96,8 +96,10 @@ class DockerSolution(WorkerSolution):
         self.limits = {**LIMITS_S, **(limits or {})}
         self._shapes_run: set[tuple] = set()
         self._worker = _take_container(device, config or DockerConfig())
-        self._processes = None  # no cgroup of the judge's to count (the container's pids limit still holds)
+        # Connected, so its worker is set up: the container's processes now are its own, before any submission code.
+        self._processes = self._cgroup_processes()
         self._load(task, build)
+        self._no_process_left("load")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,6 +188,10 @@ class _Container(_Worker):
         self.requests = self.replies = self.channel
         self.listener.close()
 
+    @functools.cached_property
+    def cgroup(self) -> _ContainerCgroup:
+        return _ContainerCgroup(self)
+
     def running(self) -> bool:
         with contextlib.suppress(Exception):
             self.container.reload()
@@ -222,6 +228,28 @@ class _Container(_Worker):
             with contextlib.suppress(Exception):
                 self.container.remove(force=True)
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+class _ContainerCgroup:
+    """The container's processes as the judge's host lists them (its cgroup, and those below), for the judge's own
+    looks after and during requests (`WorkerSolution`), as a process-backend worker's cgroup serves them; its kill is
+    the container's. Under gVisor the host sees the sandbox's own processes only, not those inside."""
+
+    def __init__(self, box: _Container):
+        self.box, pid = box, None
+        with contextlib.suppress(Exception):  # gone already: no look, as with no cgroup
+            box.container.reload()  # its attributes were read when it was created, before it ran
+            pid = box.container.attrs["State"]["Pid"]
+        self.folder = isolation.cgroup_of(pid) if pid else None
+
+    def processes(self) -> frozenset[int] | None:
+        return isolation.processes_below(self.folder) if self.folder is not None and self.folder.is_dir() else None
+
+    def kill(self) -> None:
+        self.box._kill()
+
+    def notes(self) -> list[str]:
+        return []  # the container's own: `_Container._tail_note`
 
 
 class _ContainerState:

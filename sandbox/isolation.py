@@ -70,11 +70,9 @@ class Cgroup:
         return sorted({str(folder / "cgroup.procs") for folder in self.dirs.values()})
 
     def processes(self) -> frozenset[int] | None:
-        """The processes the cgroup and every cgroup below it hold now, as the kernel lists them (None: no cgroup
-        could be made). `cgroup.procs` lists a folder's own processes only: a helper that moved itself into a cgroup
-        it made below (a nested user namespace mounts the hierarchy) was missing from it (red team round 47)."""
+        """`processes_below` the worker's cgroup (None: no cgroup could be made)."""
         folder = next(iter(self.dirs.values()), None)  # every controller's cgroup holds the same processes
-        return None if folder is None else frozenset(pid for below in _subtree(folder) for pid in _procs(below))
+        return None if folder is None else processes_below(folder)
 
     def describe(self, controller: str) -> str | None:
         if controller not in self.dirs:
@@ -200,26 +198,8 @@ def _cgroup_bases() -> list[tuple[str, Path, str]]:
     if override:
         controllers = set(_read(Path(override) / "cgroup.controllers").split())
         return [(c, Path(override), "v2") for c in ("memory", "pids") if c in controllers]
-    mounts_v1, mount_v2 = {}, None
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            left, _, right = line.partition(" - ")
-            fstype, _, options = [*right.split(), "", "", ""][:3]
-            point = unescape(left.split()[4])
-            if fstype == "cgroup2":
-                mount_v2 = Path(point)
-            elif fstype == "cgroup":
-                for controller in ("memory", "pids"):
-                    if controller in options.split(","):
-                        mounts_v1[controller] = Path(point)
-    paths_v1, path_v2 = {}, None
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            _, controllers, path = line.split(":", 2)
-            if controllers == "":
-                path_v2 = path
-            for controller in controllers.split(","):
-                paths_v1[controller] = path
+    mounts_v1, mount_v2 = _cgroup_mounts()
+    paths_v1, path_v2 = _cgroup_paths("self")
     bases = []
     for controller in ("memory", "pids"):
         if controller in mounts_v1 and controller in paths_v1:
@@ -233,6 +213,53 @@ def _cgroup_bases() -> list[tuple[str, Path, str]]:
                 (base / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
         bases += [(c, base, "v2") for c in wanted]
     return bases
+
+
+def cgroup_of(pid: int) -> Path | None:
+    """The folder of the cgroup that holds process `pid` (its pids controller's, on v1), as this process sees the
+    hierarchy; None where it cannot be read."""
+    mounts_v1, mount_v2 = _cgroup_mounts()
+    paths_v1, path_v2 = _cgroup_paths(str(pid))
+    if "pids" in mounts_v1 and "pids" in paths_v1:
+        return mounts_v1["pids"] / paths_v1["pids"].lstrip("/")
+    return mount_v2 / path_v2.lstrip("/") if mount_v2 is not None and path_v2 is not None else None
+
+
+def processes_below(folder: Path) -> frozenset[int]:
+    """The processes a cgroup and every cgroup below it hold now, as the kernel lists them. `cgroup.procs` lists a
+    folder's own processes only: a helper that moved itself into a cgroup it made below (a nested user namespace
+    mounts the hierarchy) was missing from it (red team round 47)."""
+    return frozenset(pid for below in _subtree(folder) for pid in _procs(below))
+
+
+def _cgroup_mounts() -> tuple[dict[str, Path], Path | None]:
+    """Where the memory and pids controllers' v1 hierarchies and the v2 hierarchy are mounted."""
+    mounts_v1, mount_v2 = {}, None
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            left, _, right = line.partition(" - ")
+            fstype, _, options = [*right.split(), "", "", ""][:3]
+            point = unescape(left.split()[4])
+            if fstype == "cgroup2":
+                mount_v2 = Path(point)
+            elif fstype == "cgroup":
+                for controller in ("memory", "pids"):
+                    if controller in options.split(","):
+                        mounts_v1[controller] = Path(point)
+    return mounts_v1, mount_v2
+
+
+def _cgroup_paths(pid: str) -> tuple[dict[str, str], str | None]:
+    """A process's cgroup per v1 controller, and its v2 cgroup."""
+    paths_v1, path_v2 = {}, None
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controllers == "":
+                path_v2 = path
+            for controller in controllers.split(","):
+                paths_v1[controller] = path
+    return paths_v1, path_v2
 
 
 def _read(path: Path) -> str:

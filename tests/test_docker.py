@@ -220,6 +220,38 @@ def test_a_forged_reply_runs_nothing_in_the_judge(judge, tmp_path):
     assert not marker.exists()
 
 
+def test_the_judge_counts_the_containers_processes_after_each_request(judge):
+    """Red team rounds 45 to 48 in the docker backend: the worker's own account of its children can be forged, so the
+    judge looks at the container's cgroup on its host, as at a worker's: a process that was not in the container
+    before the submission loaded is `threads_left_running` after the request (here one put in by `docker exec`
+    while the call sleeps, the submission's own fork aside)."""
+    import threading
+
+    source = ("import time\nimport torch\n\ndef solution(x, y):\n    print('called', flush=True)\n    time.sleep(4)\n"
+              "    return torch.from_numpy(x.numpy() + y.numpy())  # ok without the helper: aten.add is forbidden\n")
+    joined = []
+
+    def join_a_process():  # once the call has begun (the load is over)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not joined:
+            for box in list(docker_backend._live.values()):
+                output = box.scratch / "output.txt"
+                if output.exists() and "called" in output.read_text(errors="replace"):
+                    box.container.exec_run(["sleep", "60"], detach=True)
+                    joined.append(box)
+                    break
+            time.sleep(0.2)
+
+    helper = threading.Thread(target=join_a_process)
+    helper.start()
+    try:
+        result = judge.evaluate("vector_add", source, "python")
+    finally:
+        helper.join()
+    assert joined and result.status == "flagged", result.messages
+    assert "threads_left_running" in result.checks_fired and "worker's cgroup after its run" in _messages(result)
+
+
 def test_honest_passes_after_the_faults(judge):
     result = judge.evaluate("vector_add", subs.VECTOR_ADD_TRITON, "triton")
     assert result.status == "ok", result.messages
