@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from kerneldojo.graders.compile import LanguageError
 from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.result import EvalResult
 
@@ -29,6 +30,12 @@ POLL_S = 0.5
 
 class RemoteError(RuntimeError):
     """The service refused the request (token, quota, rate) or could not evaluate it."""
+
+
+class Refused(LanguageError):
+    """The service refused the submission itself (422: its source or its language; 413: its size): the agent's
+    mistake, which an env reports as a compile error, as it does a language the task does not take (red team round
+    51: a NUL byte or a source over the size limit, a compile error locally, raised out of a remote env's `step`)."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +64,9 @@ def _retry_after(response: httpx.Response) -> float | None:
 
 
 def _raise_for(response: httpx.Response) -> None:
-    if response.status_code == 422:  # the submission's own problem (task, language): the env reports it
+    if response.status_code == 413 or (response.status_code == 422 and "unknown task" not in _detail(response)):
+        raise Refused(_detail(response))
+    if response.status_code == 422:  # a task this service does not have: the caller's set-up, not the agent's
         raise ValueError(_detail(response))
     if response.status_code >= 400:
         raise RemoteError(f"{response.request.method} {response.request.url.path}: {response.status_code} "

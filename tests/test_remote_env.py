@@ -52,6 +52,33 @@ def test_a_wrong_token_is_a_clear_error(url):
         env.step(subs.VECTOR_ADD_TRITON)
 
 
+@pytest.mark.parametrize("action", ["NUL byte", "over the size limit"])
+def test_a_submission_the_service_refuses_is_a_compile_error_as_locally(url, action):
+    """Red team round 51: a source the local env scores `compile_error` (a NUL byte, more than MAX_SOURCE_CHARS), which
+    the service answers with a 422, raised out of the remote env's `step`: a rollout that crashed, which a trainer
+    may drop, dodged the failure's reward."""
+    source = {"NUL byte": subs.VECTOR_ADD_TRITON + "# \0\n", "over the size limit": "#" * 200_001 + "\n"}[action]
+    for env in (kerneldojo.make("vector_add", remote=url, token="s3cret"), kerneldojo.make("vector_add", device="cpu")):
+        env.reset()
+        _, reward, _, _, info = env.step(source)
+        assert info["status"] == "compile_error" and reward == env.unwrapped.judge.reward("compile_error", None), info
+
+
+def test_a_body_over_the_services_limit_is_refused_as_the_submissions():
+    """A 413 (a service whose body limit is under what a source of MAX_SOURCE_CHARS can take) is the submission's
+    too: `Refused`, which the env scores as a compile error; a task the service lacks stays the caller's error."""
+    import httpx
+
+    from kerneldojo.env.remote import Refused, _raise_for
+
+    request = httpx.Request("POST", "http://judge/evaluate")
+    with pytest.raises(Refused, match="request body over"):
+        _raise_for(httpx.Response(413, json={"detail": "request body over 1048576 bytes"}, request=request))
+    with pytest.raises(ValueError, match="unknown task") as raised:
+        _raise_for(httpx.Response(422, json={"detail": "unknown task 'softmx'"}, request=request))
+    assert not isinstance(raised.value, Refused)
+
+
 def test_async_vector_env_over_remote_envs(url):
     envs = gymnasium.vector.AsyncVectorEnv(
         [lambda: gymnasium.make("kerneldojo/vector_add-v0", remote=url, token="s3cret", max_turns=2)] * 2,

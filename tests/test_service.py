@@ -279,6 +279,40 @@ def job_events(url: str, job_id: str, who: str, deadline_s: float = 300) -> list
     return events
 
 
+def test_another_submitters_private_timed_result_is_ranked(tmp_path):
+    """Red team round 51: the standings were ranked on records the privacy filter had already stripped of their
+    timings and evidence, so on a GPU service another submitter's private timed result counted as unaudited and was
+    never ranked: a public 0.6x kernel was the best everyone else saw, over a private 10x one. Ranked on the records
+    whole, then filtered: everyone sees the 10x result ranked, only its owner its source and label."""
+    from kerneldojo.result import CaseTiming, EvalResult, Evidence, TimeStats, Versions
+
+    gpu = "NVIDIA H100 80GB HBM3"
+
+    def timed_ok(n, task, language):  # job 0: alice's private 10x kernel; job 1: mallory's public 0.6x one
+        ms = (0.1, 1.7)[n]
+        stats = [TimeStats(median_ms=t, mean_ms=t, min_ms=t, max_ms=t, iqr_ms=0.0, runs=50) for t in (ms, 1.0)]
+        timing = CaseTiming(case="n=1048576 float32", submission=stats[0], eager=stats[1])
+        return EvalResult(task=task, language=language, device=gpu, mode="gpu", status="ok", timed=True,
+                          timings=[timing], speedup=timing.speedup, reward=1.0,
+                          evidence=Evidence(case=timing.case, claimed_ms=ms, kernel_ms=0.9 * ms, own_share=1.0),
+                          versions=Versions(kerneldojo="0", python="3", torch="2"))  # fmt: skip
+
+    tokens = load_tokens(json.dumps({"tokens": {n: {"secret": f"{n}-secret"} for n in ("alice", "mallory", "bob")}}))
+    config = ServiceConfig(state_dir=tmp_path, devices="cpu:1", tokens=tokens)
+    with served_in_thread(config, ScriptedExecutor(timed_ok, slots=[{"device": gpu, "mode": "gpu"}])) as url:
+        for who, version, public in (("alice", 1, False), ("mallory", 2, True)):
+            job = httpx.post(f"{url}/evaluate", headers=auth(who), timeout=60,
+                             json={"task": "vector_add", "source": f"{subs.VECTOR_ADD_TRITON}\n# v{version}\n",
+                                   "public": public}).json()  # fmt: skip
+            assert job["result"]["status"] == "ok", job
+        for viewer in ("bob", "mallory", "alice"):
+            (best,) = [s["best"] for s in httpx.get(f"{url}/leaderboard", headers=auth(viewer)).json()]
+            assert best["speedup"] == pytest.approx(10.0), (viewer, best)
+            assert ("source" in best) == (viewer == "alice"), (viewer, best)
+        page = httpx.get(f"{url}/leaderboard.html", headers=auth("bob")).text
+        assert "<td>(private)</td>" in page and "<td>10.00</td>" in page, page
+
+
 def test_a_job_streams_its_state_as_server_sent_events(service):
     url = service[0]
     job = httpx.post(f"{url}/jobs", json={"task": "vector_add", "source": subs.VECTOR_ADD_TRITON + "\n# sse\n"},

@@ -215,9 +215,11 @@ def create_app(config: ServiceConfig, executor: Executor | None = None) -> FastA
             raise HTTPException(404, f"no job {job_id!r}")
         return job
 
-    def records_for(who: TokenPolicy) -> list[dict]:
-        """The store's records as `who` may see them: what every leaderboard response is built from."""
-        return for_viewer(list(store.records()), who.name)
+    def standings_for(who: TokenPolicy) -> list[dict]:
+        """The standings ranked on the store's records whole, then each record as `who` may see it: every leaderboard
+        response is built from these. Ranked after the privacy filter, another submitter's private timed result had
+        lost the timings and evidence its place depends on and was never ranked (red team round 51)."""
+        return for_viewer(leaderboard.standings(store.records()), who.name)
 
     async def ended(job: Job, timeout: float) -> bool:
         deadline, pause = time.monotonic() + timeout, 0.02
@@ -323,13 +325,11 @@ def create_app(config: ServiceConfig, executor: Executor | None = None) -> FastA
 
     @app.get("/leaderboard", summary="the best correct result per task and device (JSON)")
     def board(who: Caller):
-        return for_viewer(leaderboard.standings(records_for(who)), who.name)
+        return standings_for(who)
 
     @app.get("/leaderboard.html", summary="the leaderboard as a page", response_class=HTMLResponse)
     def board_html(who: Caller):
-        records = records_for(who)
-        render = getattr(leaderboard, "render_html", None)  # the store's own page, where it has one
-        return HTMLResponse(render(records) if render else _html_table(leaderboard.standings(records)))
+        return HTMLResponse(_html_table(standings_for(who)))
 
     return app
 
@@ -342,13 +342,13 @@ def _device_of(executor: Executor) -> dict:
     return {"name": slot.judge.device.name, "mode": slot.judge.device.mode}
 
 
-def _html_table(standings: list) -> str:
+def _html_table(standings: list[dict]) -> str:
     rows = []
     for s in standings:
-        b = s.best or {}
+        b = s["best"] or {}
         speedup = b.get("speedup")
-        cells = (s.task, s.device, (b.get("label") or "(private)") if b else "-", b.get("language") or "-",
-                 "-" if speedup is None else f"{speedup:.2f}", f"{s.correct}/{s.submitted}")  # fmt: skip
+        cells = (s["task"], s["device"], (b.get("label") or "(private)") if b else "-", b.get("language") or "-",
+                 "-" if speedup is None else f"{speedup:.2f}", f"{s['correct']}/{s['submitted']}")  # fmt: skip
         rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in ("task", "device", "best", "language", "x eager", "correct"))
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>kerneldojo leaderboard</title></head><body>"
