@@ -861,10 +861,13 @@ def test_sampled_evidence_arms_on_every_timed_step_and_draws_after_the_worker_is
     import submissions as subs
 
     from kerneldojo import judge as judge_mod
+    from kerneldojo.tasks import Task
 
     events = []
     judge = judge_mod.Judge("cpu", evidence="sampled", result_cache=None)
     judge.timed = True  # as on a GPU; the reference and the timing are stand-ins
+    cases = Task.cases  # the bench shapes, checked too where the judge times, at the interpreter's sizes
+    monkeypatch.setattr(Task, "cases", lambda self, kind: cases(self, "small" if kind == "bench" else kind))
     monkeypatch.setattr(judge, "_reference_times_for", lambda task, case: (None, None))
     monkeypatch.setattr(judge, "_time", lambda task, solution, result, times: events.append("time"))
     monkeypatch.setattr(judge_mod, "arm_evidence_replays", lambda *args: events.append("arm"))
