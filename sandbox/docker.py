@@ -240,7 +240,10 @@ class _ContainerCgroup:
         with contextlib.suppress(Exception):  # gone already: no look, as with no cgroup
             box.container.reload()  # its attributes were read when it was created, before it ran
             pid = box.container.attrs["State"]["Pid"]
-        self.folder = isolation.cgroup_of(pid) if pid else None
+        folder = isolation.cgroup_of(pid) if pid else None
+        # Docker names the folder by the container's id; another name is another process's (a judge in a pid
+        # namespace of its own reads a host pid as one of its own): then no look, rather than the wrong one
+        self.folder = folder if folder is not None and box.container.id in folder.name else None
 
     def processes(self) -> frozenset[int] | None:
         return isolation.processes_below(self.folder) if self.folder is not None and self.folder.is_dir() else None

@@ -39,6 +39,7 @@ class Cgroup:
         for controller, base, version in _cgroup_bases():
             if controller in self.dirs:
                 continue
+            _remove_dead_judges_cgroups(base)
             try:
                 folder = base / name
                 folder.mkdir(exist_ok=True)
@@ -164,6 +165,19 @@ class RequestWatch:
             self.found = f"the judge's look at the worker's cgroup failed ({type(e).__name__}), which counts as found"
         if self.found:
             self.cgroup.kill()
+
+
+@functools.cache
+def _remove_dead_judges_cgroups(base: Path) -> None:
+    """Once per judge: the empty worker cgroups that judges killed before they could remove them left (a SIGKILL
+    runs no exit handler; a test machine had gathered hundreds). A name's pid that is alive may be that judge's."""
+    with contextlib.suppress(OSError):
+        for folder in base.glob("kerneldojo-worker-*-*"):
+            pid = folder.name.split("-")[2]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                for below in reversed(_subtree(folder)):
+                    with contextlib.suppress(OSError):  # not empty: a process of its is still alive
+                        below.rmdir()
 
 
 def _subtree(folder: Path) -> list[Path]:

@@ -673,3 +673,30 @@ def test_a_helper_found_during_the_timing_requests_is_flagged(monkeypatch, worke
     assert "threads_left_running" in flagged.value.checks and stopped, flagged.value.checks
     assert "during its timing: 1 process(es)" in flagged.value.checks["threads_left_running"]
     assert helpers[0].returncode == -9
+
+
+def test_a_judge_removes_the_empty_cgroups_that_killed_judges_left():
+    """A SIGKILLed judge runs no exit handler, so its workers' cgroups stayed (a test machine had gathered hundreds).
+    The next judge removes the empty ones whose judge is gone; a live judge's stay."""
+    from kerneldojo.sandbox import isolation
+
+    bases = [base for _, base, _ in isolation._cgroup_bases()]
+    if not bases:
+        pytest.skip("no writable cgroup here")
+    dead = 4_000_000 + os.getpid()  # above pid_max's usual ceiling: no such process
+    made = []
+    try:
+        for base in bases:
+            for name in (f"kerneldojo-worker-{dead}-0", f"kerneldojo-worker-{os.getpid()}-999999"):
+                (base / name).mkdir()
+                made.append(base / name)
+    except OSError as e:
+        pytest.skip(f"cannot make a cgroup here: {e}")
+    try:
+        isolation._remove_dead_judges_cgroups.cache_clear()
+        isolation.Cgroup(1 << 30, 64).remove()
+        assert [folder.exists() for folder in made] == [False, True] * len(bases)
+    finally:
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
