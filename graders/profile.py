@@ -86,6 +86,7 @@ class KernelInterval:
 # The harness's kernels in the window (the host gate, L2 flushes, a collective's ranks aligned): left out
 # of every figure.
 GATE_KERNEL, FLUSH_KERNEL, ALIGN_KERNEL = "kerneldojo_gate", "kerneldojo_flush_l2", "kerneldojo_align_ranks"
+HARNESS_KERNELS = frozenset({GATE_KERNEL, FLUSH_KERNEL, ALIGN_KERNEL})  # each compiled at a GPU worker's start
 
 
 def profile_calls(calls: Sequence[Callable[[], object]], device: torch.device, l2_bytes: int,

@@ -121,26 +121,26 @@ def test_tampering_sees_the_harness_flush_gate_and_profile_replaced(where, attr)
 
 
 def test_same_output_for_different_inputs():
-    a, b, x = torch.zeros(4), torch.ones(4), (torch.randn(4),)
+    a, b = torch.zeros(4), torch.ones(4)
     seen = []
-    _check_same_output(seen, x, (a,), (a,), "n=4")
-    _check_same_output(seen, x, (b,), (b,), "n=4")  # different inputs, different outputs: silent
+    _check_same_output(seen, (a,), (a,), "n=4", 1e-5)
+    _check_same_output(seen, (b,), (b,), "n=4", 1e-5)  # different inputs, different outputs: silent
     with pytest.raises(Flagged, match="same_output"):
-        _check_same_output(seen, x, (a.clone(),), (torch.full((4,), 2.0),), "n=4")
-    _check_same_output([(a, a)], x, (a,), (a,), "n=4")  # the reference itself agrees: silent
+        _check_same_output(seen, (a.clone(),), (torch.full((4,), 2.0),), "n=4", 1e-5)
+    _check_same_output([(a, a)], (a,), (a,), "n=4", 1e-5)  # the reference itself agrees: silent
 
 
-def test_a_saturated_answer_at_one_element_is_not_the_same_output():
-    """An honest GELU at n=1 gives -0.0 for every x below about -5, where the reference's values differ within
-    tolerance (-3e-7 and -1e-8): flagged once in about a hundred CPU-mode steps, until one-element inputs were left
-    out (nothing to perturb there either)."""
+def test_a_saturated_answer_is_not_the_same_output():
+    """An honest GELU gives -0.0 for every x below about -5, where the reference's values differ within the absolute
+    tolerance (-3e-7 and -1e-8): flagged once in about a hundred CPU-mode steps at n=1, and the perturbed last check
+    could meet it at any n (red team round 52). A cached sum's reference moves by far more than atol."""
     zero, seen = (torch.tensor([-0.0]),), []
-    _check_same_output(seen, (torch.tensor([-5.0]),), zero, (torch.tensor([-3e-7]),), "n=1")
-    _check_same_output(seen, (torch.tensor([-6.0]),), zero, (torch.tensor([-1e-8]),), "n=1")
+    _check_same_output(seen, zero, (torch.tensor([-3e-7]),), "n=1", 1e-5)
+    _check_same_output(seen, zero, (torch.tensor([-1e-8]),), "n=1", 1e-5)
     assert len(seen) == 2  # kept for the next seed's outputs, filled with the previous answer
-    with pytest.raises(Flagged, match="same_output"):  # two elements: checked
-        _check_same_output([((torch.zeros(2),), (torch.ones(2),))], (torch.randn(2),), (torch.zeros(2),),
-                           (torch.zeros(2),), "n=2")  # fmt: skip
+    cached = (torch.tensor(5.0e7),)
+    with pytest.raises(Flagged, match="same_output"):
+        _check_same_output([(cached, (torch.tensor(5.0e7),))], cached, (torch.tensor(5.0e7 + 450),), "n=1e8", 1e-4)
 
 
 def _timing(median_ms: float, profile: ProfileStats | None = None) -> CaseTiming:

@@ -22,13 +22,14 @@ from pathlib import Path
 
 import torch
 
-from kerneldojo.graders.timing import time_calls
+from kerneldojo.graders.timing import HostGate, L2Flush, time_calls
 from kerneldojo.result import TimeStats
 from kerneldojo.sandbox.device import resolve_device
 from kerneldojo.sandbox.protocol import OPS, PROGRESS, REFERENCE_KINDS, REPLY_ERRORS, SubmissionError, reply_kind
 from kerneldojo.tasks import get_task, list_tasks
 
 from .channel import WorkerEnd
+from .collective import compile_barrier
 from .confine import Plan, enter
 from .environment import scrub
 from .harness import Solution, plain
@@ -69,6 +70,8 @@ def serve(requests, replies, device_spec: str, scratch: str, outputs_by_value: b
         torch.empty(1, device=device_spec)
     with contextlib.suppress(Exception):  # Triton's runtime (launcher, interpreter) on a throwaway kernel
         _launch_trivial_triton_kernel(device_spec)
+    if device_spec != "cpu":
+        _compile_harness_kernels(resolve_device(device_spec))
     if device_spec == "cpu":  # the interpreter's code, known before any submission's is loaded
         interpreter_code()
         syscall_filter = refuse_processes_and_sockets()
@@ -192,6 +195,16 @@ def _reference_calls(device_spec: str, task_id: str, shape: dict, kind: str, set
         call()
     torch.cuda.synchronize(device)
     return calls
+
+
+def _compile_harness_kernels(device) -> None:
+    """The harness's own Triton kernels (`graders.profile.HARNESS_KERNELS`), compiled at the worker's start: compiled
+    at their first use, inside the timing requests, their ptxas was a process in the worker there, where the judge
+    flags any (red team round 52)."""
+    HostGate(device.torch_device)  # compiles on construction
+    L2Flush(device.torch_device, device.l2_bytes)()  # the size the judge's requests give: the same specialisation
+    compile_barrier(device.torch_device)
+    torch.cuda.synchronize(device.torch_device)
 
 
 def _launch_trivial_triton_kernel(device_spec: str) -> None:

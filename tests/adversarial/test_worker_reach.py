@@ -700,3 +700,29 @@ def test_a_judge_removes_the_empty_cgroups_that_killed_judges_left():
         for folder in made:
             with contextlib.suppress(OSError):
                 folder.rmdir()
+
+
+def test_every_triton_kernel_of_the_harness_is_compiled_at_a_gpu_workers_start(monkeypatch):
+    """Red team round 52: the harness's gate and L2 flush kernels compiled at their first use, inside the timing
+    requests, and Triton's ptxas was then a process in the worker where the judge flags any. Every `@triton.jit`
+    function of the harness (graders/, sandbox/) is one of HARNESS_KERNELS, and a GPU worker's start compiles each
+    (here its three builders, stood in for: no GPU)."""
+    import ast
+
+    from kerneldojo.graders.profile import HARNESS_KERNELS
+    from kerneldojo.sandbox.worker import loop
+
+    root = Path(__file__).resolve().parents[2]
+    jitted = set()
+    for path in [*root.glob("graders/*.py"), *root.glob("sandbox/**/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and any("triton.jit" in ast.unparse(d) for d in node.decorator_list):
+                jitted.add(node.name)
+    assert jitted - {"fill"} == HARNESS_KERNELS  # `fill`: the worker's throwaway warm-up kernel
+    built = []
+    monkeypatch.setattr(loop, "HostGate", lambda device: built.append("kerneldojo_gate"))
+    monkeypatch.setattr(loop, "L2Flush", lambda device, l2: lambda: built.append("kerneldojo_flush_l2"))
+    monkeypatch.setattr(loop, "compile_barrier", lambda device: built.append("kerneldojo_align_ranks"))
+    monkeypatch.setattr(loop.torch.cuda, "synchronize", lambda device=None: None)
+    loop._compile_harness_kernels(type("Device", (), {"torch_device": "cuda:0", "l2_bytes": 50 << 20})())
+    assert set(built) == HARNESS_KERNELS
