@@ -71,7 +71,10 @@ def serve(requests, replies, device_spec: str, scratch: str, outputs_by_value: b
     with contextlib.suppress(Exception):  # Triton's runtime (launcher, interpreter) on a throwaway kernel
         _launch_trivial_triton_kernel(device_spec)
     if device_spec != "cpu":
-        _compile_harness_kernels(resolve_device(device_spec))
+        try:
+            _compile_harness_kernels(resolve_device(device_spec))
+        except Exception as e:  # timing cannot work then, but correctness can; the timing request will say why
+            print(f"kerneldojo worker: the harness's kernels did not compile: {type(e).__name__}: {e}", file=sys.stderr)
     if device_spec == "cpu":  # the interpreter's code, known before any submission's is loaded
         interpreter_code()
         syscall_filter = refuse_processes_and_sockets()
@@ -205,6 +208,7 @@ def _compile_harness_kernels(device) -> None:
     L2Flush(device.torch_device, device.l2_bytes)()  # the size the judge's requests give: the same specialisation
     compile_barrier(device.torch_device)
     torch.cuda.synchronize(device.torch_device)
+    torch.cuda.empty_cache()  # the flush's buffer (twice the L2) is not kept by an idle spare
 
 
 def _launch_trivial_triton_kernel(device_spec: str) -> None:
