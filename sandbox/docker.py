@@ -95,6 +95,7 @@ class DockerSolution(WorkerSolution):
                  config: DockerConfig | None = None):
         self.limits = {**LIMITS_S, **(limits or {})}
         self._shapes_run: set[tuple] = set()
+        self._shapes_timed: set[tuple] = set()
         self._worker = _take_container(device, config or DockerConfig())
         # Connected, so its worker is set up: the container's processes now are its own, before any submission code.
         self._processes = self._cgroup_processes()

@@ -134,14 +134,15 @@ class RequestWatch:
     """The judge's look at a worker's cgroup while requests run, every `every_s` (red team round 48: a helper that
     lived only while the timing requests ran, a sibling made with CLONE_PARENT with a CUDA context of its own, was
     gone by the look after them). Any process not among `baseline` (the worker's own, before the submission loaded)
-    is `found` and the cgroup killed: the judge has made every call that compiles (each bench shape's first) before
-    the timing, so no child of the worker's belongs there. Whatever the kernel lists counts, a process whose main
+    is `found` and, with `kill`, the cgroup killed: the judge has made each bench shape's first call before the timing,
+    so no child of the worker's belongs there, but for a compile of a value the checked call did not reach, which a
+    first timing at a shape is let finish (`protocol.Retime`). Whatever the kernel lists counts, a process whose main
     thread has exited included, and a look that fails finds (round 49: an allowlist of the toolchain's programs ran
     the submission's library under LD_PRELOAD, a zombie-looking process was passed over, and a process name that is
     no UTF-8 stopped the thread)."""
 
-    def __init__(self, cgroup: Cgroup, baseline: frozenset[int], every_s: float = 0.01):
-        self.cgroup, self.baseline, self.every_s = cgroup, baseline, every_s
+    def __init__(self, cgroup: Cgroup, baseline: frozenset[int], every_s: float = 0.01, kill: bool = True):
+        self.cgroup, self.baseline, self.every_s, self.kill = cgroup, baseline, every_s, kill
         self.found: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._look, name="kerneldojo-request-watch", daemon=True)
@@ -163,18 +164,28 @@ class RequestWatch:
                     break
         except BaseException as e:  # fails closed
             self.found = f"the judge's look at the worker's cgroup failed ({type(e).__name__}), which counts as found"
-        if self.found:
+        if self.found and self.kill:
             self.cgroup.kill()
+
+
+STALE_CGROUP_S = 600
 
 
 @functools.cache
 def _remove_dead_judges_cgroups(base: Path) -> None:
     """Once per judge: the empty worker cgroups that judges killed before they could remove them left (a SIGKILL
-    runs no exit handler; a test machine had gathered hundreds). A name's pid that is alive may be that judge's."""
+    runs no exit handler; a test machine had gathered hundreds). A name's pid that is alive may be that judge's; one
+    that is not may be a judge's in another pid namespace sharing `KERNELDOJO_CGROUP` (red team round 53), whose
+    new cgroup is empty until its worker joins: only those unchanged for STALE_CGROUP_S go."""
+    import time
+
     with contextlib.suppress(OSError):
         for folder in base.glob("kerneldojo-worker-*-*"):
             pid = folder.name.split("-")[2]
             if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                with contextlib.suppress(OSError):
+                    if time.time() - folder.stat().st_mtime < STALE_CGROUP_S:
+                        continue
                 for below in reversed(_subtree(folder)):
                     with contextlib.suppress(OSError):  # not empty: a process of its is still alive
                         below.rmdir()

@@ -62,6 +62,7 @@ from .protocol import (
     PROGRESS_CAP,
     REFERENCE_KINDS,
     Build,
+    Retime,
     SubmissionError,
     SubmissionTimeout,
     TimedRuns,
@@ -81,6 +82,7 @@ class WorkerSolution:
     def __init__(self, task: Task, build: Build, device: Device, limits: dict[str, float] | None = None):
         self.limits = {**LIMITS_S, **(limits or {})}
         self._shapes_run: set[tuple] = set()
+        self._shapes_timed: set[tuple] = set()  # a shape's second timing may see no process appear (`Retime`)
         self._worker = _take_worker(device, self.limits)
         self.load_s = 0.0  # what the worker says its load took (the judge clamps it to the wall time)
         # What the worker could set up around itself (namespaces, limits), for the judge to log; it comes once the
@@ -108,20 +110,21 @@ class WorkerSolution:
             raise Flagged({"threads_left_running": message("threads_left_running", detail)})
 
     @contextlib.contextmanager
-    def _watched(self, requests: str):
-        """The judge's look at the worker's cgroup while `requests` run too (`isolation.RequestWatch`): a helper
-        gone before they end is missing from the look after them (red team round 48). A helper found is flagged
-        whatever the requests did after its kill."""
+    def _watched(self, requests: str, strict: bool = True):
+        """The judge's look at the worker's cgroup while `requests` run too (`isolation.RequestWatch`), yielded: a
+        helper gone before they end is missing from the look after them (red team round 48). `strict`: a process
+        found is flagged, whatever the requests did after the worker's kill; else it is let finish and noted in the
+        watch's `found` (a first timing's compile: `protocol.Retime`)."""
         cgroup = getattr(self._worker, "cgroup", None)
         if cgroup is None or self._processes is None:
-            yield
+            yield None
             return
-        watch = isolation.RequestWatch(cgroup, self._processes)
+        watch = isolation.RequestWatch(cgroup, self._processes, kill=strict)
         try:
             with watch:
-                yield
+                yield watch
         finally:
-            if watch.found:
+            if watch.found and strict:
                 self._worker.stop()
                 detail = f"during its {requests}: {watch.found}"
                 raise Flagged({"threads_left_running": message("threads_left_running", detail)})
@@ -165,12 +168,16 @@ class WorkerSolution:
         """Two requests: the timed calls, then, once their reply is in (and its outputs copied here: the worker frees
         them at its next request), the profiled calls on sets refilled from `profile_seeds`, sent only now."""
         sets, profiled = len(seeds), min(PROFILED_CALLS, len(seeds))
-        with self._watched("timing"):
+        first = (key := tuple(sorted(shape.items()))) not in self._shapes_timed
+        self._shapes_timed.add(key)
+        with self._watched("timing", strict=not first) as watch:
             timed = self._timing_reply("time", (shape, seeds, refills, output_specs, l2_bytes, budget_s), sets,
                                        output_specs)
             profile = self._timing_reply("profile", (profile_seeds[:profiled],), profiled, output_specs)
         joined = timed.joined(profile)
         self._no_process_left("timing")
+        if watch is not None and watch.found:
+            raise Retime(watch.found)
         if problem := _implausible(joined, sets):
             raise Flagged({"timing_channel": message("timing_channel", problem)})
         return joined

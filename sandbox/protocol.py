@@ -75,6 +75,13 @@ class SubmissionTimeout(SubmissionError):
     """The submission ran past a wall-clock limit and its worker was killed."""
 
 
+class Retime(Exception):
+    """A process appeared in the worker during the first timing at a shape: a compile, most likely, of a
+    specialisation the checked calls did not reach (Triton specialises on integer values, which a kernel may take
+    from its inputs). Its figures are not used; the judge times the shape again on fresh seeds, when nothing may
+    appear (`WorkerSolution.time`)."""
+
+
 class CompileError(Exception):
     """The submission did not compile; the message cites the submission's own line numbers."""
 
@@ -270,7 +277,8 @@ class SubmissionHandle(Protocol):
     def time(self, shape: dict, seeds: list[int], refills: list[int], profile_seeds: list[int], output_specs: list,
              l2_bytes: int, budget_s: float) -> TimedRuns:
         """Timed calls on input sets made from `seeds`, refilled from `refills` as sets come round; then profiled
-        calls on sets refilled from `profile_seeds`, which reach the submission only once the timing is done."""
+        calls on sets refilled from `profile_seeds`, which reach the submission only once the timing is done. May
+        raise `Retime`, once per shape."""
 
     def close(self) -> None:
         """Release the submission (end its worker); the handle is not used again."""

@@ -648,36 +648,82 @@ def test_the_judge_sees_a_helper_that_lives_only_while_a_request_runs(worker_cgr
         assert f"1 process(es) ({process.pid}) in the worker's cgroup" in watch.found, watch.found
 
 
-def test_a_helper_found_during_the_timing_requests_is_flagged(monkeypatch, worker_cgroup):
-    """The watch's finding, wired: `WorkerSolution.time` ends `threads_left_running` whatever its requests answered
-    after the kill (here a helper that a stand-in `time` request starts)."""
+@pytest.mark.parametrize("timing", ["first, gone by the end", "first, still there", "second"])
+def test_a_process_during_the_timing_requests(monkeypatch, worker_cgroup, timing):
+    """The watch's finding, wired into `WorkerSolution.time`. A shape's first timing may compile a specialisation
+    the checked call did not reach (red team round 53: a paged-attention kernel given max(seq_lens) as an integer,
+    which Triton specialises on), so a process there is let finish and the timing is done again on fresh seeds
+    (`Retime`); one still there after the requests is `threads_left_running`. In the second timing at the shape any
+    process is killed at once and flagged, whatever the requests answered after the kill (rounds 48 and 49)."""
     from kerneldojo.graders.checks import Flagged
     from kerneldojo.sandbox.process import WorkerSolution
+    from kerneldojo.sandbox.protocol import Retime
 
     cgroup, run_inside = worker_cgroup
     solution = object.__new__(WorkerSolution)
     stopped = []
     solution._worker = type("Worker", (), {"cgroup": cgroup, "stop": lambda self: stopped.append(True)})()
-    solution._processes = cgroup.processes()
-    helpers = []
+    solution._processes, solution._shapes_timed = cgroup.processes(), set()
+    shape, helpers = {"n": 1}, []
 
     def request(self, op, *args):
-        if op == "time":
-            helpers.append(run_inside(sys.executable, "-c", "import time; time.sleep(60)"))
-            helpers[-1].wait(timeout=30)  # until the watch kills it
-        return None
+        if op == "time" and (timing != "second" or len(helpers) == 0):
+            lives = "0.5" if timing == "first, gone by the end" else "60"
+            helpers.append(run_inside(sys.executable, "-c", f"import time; time.sleep({lives})"))
+            if timing == "first, gone by the end":
+                helpers[-1].wait(timeout=30)
+            elif timing == "second":
+                helpers[-1].wait(timeout=30)  # until the watch kills it
+        return type("Reply", (), {"joined": lambda self, other: self})()
 
     monkeypatch.setattr(WorkerSolution, "_timing_reply", request)
-    with pytest.raises(Flagged) as flagged:
-        solution.time({"n": 1}, [1], [2], [3], [], 1 << 20, 0.1)
-    assert "threads_left_running" in flagged.value.checks and stopped, flagged.value.checks
-    assert "during its timing: 1 process(es)" in flagged.value.checks["threads_left_running"]
-    assert helpers[0].returncode == -9
+    if timing == "second":
+        solution._shapes_timed.add(tuple(sorted(shape.items())))
+    expected = Retime if timing == "first, gone by the end" else Flagged
+    with pytest.raises(expected) as raised:
+        solution.time(shape, [1], [2], [3], [], 1 << 20, 0.1)
+    if expected is Retime:
+        assert "1 process(es)" in str(raised.value) and not stopped and helpers[0].returncode == 0
+        return
+    check = raised.value.checks["threads_left_running"]
+    assert stopped, check
+    if timing == "second":
+        assert "during its timing: 1 process(es)" in check and helpers[0].returncode == -9
+    else:
+        assert "after its timing" in check
+
+
+def test_the_judge_times_a_shape_again_on_fresh_seeds_after_a_retime(monkeypatch):
+    """`Retime` (a process in a shape's first timing): the judge draws fresh seeds and times the shape once more."""
+    from kerneldojo import judge as judge_mod
+    from kerneldojo.result import EvalResult, Versions
+    from kerneldojo.sandbox.protocol import Retime
+    from kerneldojo.tasks import Case, Task, get_task
+
+    class Done(Exception):
+        pass
+
+    calls = []
+
+    class Solution:
+        def time(self, shape, seeds, refills, profile_seeds, *rest):
+            calls.append((list(seeds), list(refills), list(profile_seeds)))
+            raise Retime("1 process(es)") if len(calls) == 1 else Done()
+
+    monkeypatch.setattr(judge_mod, "measured_peaks", lambda device: None)
+    monkeypatch.setattr(judge_mod, "datasheet_peaks", lambda name: None)
+    monkeypatch.setattr(Task, "cases", lambda self, kind: [Case((("n", 1000),), "float32")])
+    result = EvalResult(task="vector_add", language="triton", device="cpu", mode="cpu", status="ok",
+                        versions=Versions(kerneldojo="0", python="3", torch="2"))  # fmt: skip
+    with pytest.raises(Done):
+        judge_mod.Judge("cpu")._time(get_task("vector_add"), Solution(), result, {})
+    assert len(calls) == 2 and all(set(a).isdisjoint(b) for a, b in zip(*calls)), calls  # fresh seeds
 
 
 def test_a_judge_removes_the_empty_cgroups_that_killed_judges_left():
     """A SIGKILLed judge runs no exit handler, so its workers' cgroups stayed (a test machine had gathered hundreds).
-    The next judge removes the empty ones whose judge is gone; a live judge's stay."""
+    The next judge removes the empty ones whose judge is gone and that have not changed for a while; a live judge's
+    stay, and so does a new one (a judge in another pid namespace may be alive: red team round 53)."""
     from kerneldojo.sandbox import isolation
 
     bases = [base for _, base, _ in isolation._cgroup_bases()]
@@ -686,16 +732,19 @@ def test_a_judge_removes_the_empty_cgroups_that_killed_judges_left():
     dead = 4_000_000 + os.getpid()  # above pid_max's usual ceiling: no such process
     made = []
     try:
-        for base in bases:
-            for name in (f"kerneldojo-worker-{dead}-0", f"kerneldojo-worker-{os.getpid()}-999999"):
+        for base in bases:  # a dead judge's, old; a dead judge's, new (another pid namespace's?); a live one's
+            for name in (f"kerneldojo-worker-{dead}-0", f"kerneldojo-worker-{dead}-1",
+                         f"kerneldojo-worker-{os.getpid()}-999999"):  # fmt: skip
                 (base / name).mkdir()
                 made.append(base / name)
+            old = time.time() - isolation.STALE_CGROUP_S - 60
+            os.utime(made[-3], (old, old))
     except OSError as e:
         pytest.skip(f"cannot make a cgroup here: {e}")
     try:
         isolation._remove_dead_judges_cgroups.cache_clear()
         isolation.Cgroup(1 << 30, 64).remove()
-        assert [folder.exists() for folder in made] == [False, True] * len(bases)
+        assert [folder.exists() for folder in made] == [False, True, True] * len(bases)
     finally:
         for folder in made:
             with contextlib.suppress(OSError):
