@@ -26,6 +26,7 @@ from torch import Tensor
 from kerneldojo.graders.checks import Flagged, message
 from kerneldojo.result import ProfileStats, TimeStats
 
+from .protocol import Retime
 from .worker.collective import BUFFER_OFFSET, IpcHandle, PeerMemory, driver_call, load_libcuda
 from .worker.harness import COLLECTIVE_RUNS
 
@@ -129,10 +130,18 @@ class CollectiveSolution:
     def _each(self, fn: Callable[[int], object]) -> list:
         futures = [self._pool.submit(fn, r) for r in range(len(self.devices))]
         done, _ = cf.wait(futures, return_when=cf.FIRST_EXCEPTION)
-        failed = [f for f in futures if f in done and f.exception() is not None]
+        failed = [f.exception() for f in futures if f in done and f.exception() is not None]
+        # A rank's `Retime` (a compile in a shape's first timing): the other ranks end theirs too (their requests'
+        # limits bound them) and, if nothing else failed, every rank is kept for the judge's second timing (red team
+        # round 54: closed here, the retime met a closed handle, and an honest kernel ended `runtime_error`).
+        if failed and all(isinstance(e, Retime) for e in failed):
+            cf.wait(futures)
+            failed = [f.exception() for f in futures if f.exception() is not None]
+            if all(isinstance(e, Retime) for e in failed):
+                raise failed[0]
         if failed:
             self.close()  # the other ranks' requests end as their workers die
-            raise failed[0].exception()
+            raise next((e for e in failed if not isinstance(e, Retime)), failed[0])
         return [f.result() for f in futures]
 
 

@@ -775,3 +775,51 @@ def test_every_triton_kernel_of_the_harness_is_compiled_at_a_gpu_workers_start(m
     monkeypatch.setattr(loop.torch.cuda, "synchronize", lambda device=None: None)
     loop._compile_harness_kernels(type("Device", (), {"torch_device": "cuda:0", "l2_bytes": 50 << 20})())
     assert set(built) == HARNESS_KERNELS
+
+
+def test_a_distributed_tasks_ranks_survive_a_retime(monkeypatch):
+    """Red team round 54: a rank's `Retime` closed every rank (as any failure does), so the judge's second timing met a
+    closed handle and an honest distributed kernel ended `runtime_error`. The ranks are kept and all time again."""
+    import concurrent.futures as cf
+
+    from kerneldojo import judge as judge_mod
+    from kerneldojo.result import EvalResult, Versions
+    from kerneldojo.sandbox.peers import CollectiveSolution
+    from kerneldojo.sandbox.protocol import Retime
+    from kerneldojo.tasks import Case, Task, get_task
+
+    class Done(Exception):
+        pass
+
+    calls = []
+
+    class Rank:  # a rank's WorkerSolution as the collective sees it: rank 0's first timing saw a compile
+        closed = False
+
+        def __init__(self, r):
+            self.r = r
+
+        def time(self, shape, *rest):
+            calls.append(self.r)
+            if calls.count(self.r) == 2:
+                raise Done()  # the second timing reached this rank
+            if self.r == 0:
+                raise Retime("1 process(es)")
+            return None  # rank 1's first timing went through
+
+        def close(self):
+            self.closed = True
+
+    solution = object.__new__(CollectiveSolution)
+    solution.devices, solution._pool = ["cpu", "cpu"], cf.ThreadPoolExecutor(2)
+    solution.ranks = ranks = [Rank(0), Rank(1)]
+    monkeypatch.setattr(judge_mod, "measured_peaks", lambda device: None)
+    monkeypatch.setattr(judge_mod, "datasheet_peaks", lambda name: None)
+    monkeypatch.setattr(Task, "cases", lambda self, kind: [Case((("n", 1000),), "float32")])
+    result = EvalResult(task="vector_add", language="triton", device="cpu", mode="cpu", status="ok",
+                        versions=Versions(kerneldojo="0", python="3", torch="2"))  # fmt: skip
+    with pytest.raises(Done):  # the second timing reached every rank; its answers are beside the point here
+        judge_mod.Judge("cpu")._time(get_task("vector_add"), solution, result, {})
+    assert sorted(calls) == [0, 0, 1, 1], calls
+    solution._pool.shutdown()
+    assert [rank.closed for rank in ranks] == [True, True]  # closed after the second timing's failure only
