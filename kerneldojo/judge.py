@@ -543,7 +543,8 @@ class Judge:
                 # judges' timings waiting for one call's limit at most (red team round 21).
                 with self._gpu.shared():
                     if seed is None:  # last, the previous inputs with a few elements changed: a result cached
-                        pristine = _perturbed(pristine)  # under a sampled fingerprint of the inputs is stale here
+                        pristine = _perturbed(pristine, getattr(task.reference, "unperturbed", ()))  # under a
+                        # sampled fingerprint of the inputs is stale here
                     else:
                         pristine = task.reference.make_inputs(case.shape, seed, self.device.torch_device)
                     # Outputs the judge allocates hold NaN at first, then the previous seed's right answer: a
@@ -775,17 +776,18 @@ def _fresh_seeds(sets: int) -> tuple[list[int], list[int], list[int]]:
     return tuple([secrets.randbits(31) for _ in range(count)] for count in (sets, REFILLS, PROFILED_CALLS))
 
 
-def _perturbed(inputs: tuple) -> tuple:
+def _perturbed(inputs: tuple, unperturbed: tuple[int, ...] = ()) -> tuple:
     """A copy, in the same layout (strides included), with a few elements of each input of two elements or more
     replaced by values found elsewhere in that input, so every task's input contract (a range, a codebook) still
     holds; a scale or a scalar parameter is left as it is. Integer inputs too (red team round 43: a histogram's
     inputs are all integers, so the last check's inputs were the previous call's, and the previous answer it is
-    pre-filled with passed for a kernel that wrote nothing); a task whose integer input has a structure a copied
-    value breaks (sorted offsets) must say so, which none does yet."""
+    pre-filled with passed for a kernel that wrote nothing); inputs whose values are a structure a copied value
+    breaks are the reference module's `unperturbed` indices (a GPU MODE output buffer's shape: red team round 55,
+    [17, 34] became [34, 34] and the reference raised)."""
     out = []
-    for t in inputs:
+    for i, t in enumerate(inputs):
         copy = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
-        if t.numel() > 1 and t.dtype != torch.bool and not t.is_complex():
+        if t.numel() > 1 and t.dtype != torch.bool and not t.is_complex() and i not in unperturbed:
             count = max(1, t.numel() // 1000)
             where = torch.unravel_index(torch.randint(0, t.numel(), (count,), device=t.device), t.shape)
             source = torch.unravel_index(torch.randint(0, t.numel(), (count,), device=t.device), t.shape)

@@ -248,3 +248,41 @@ def test_an_adapted_problem_can_be_armed_for_the_evidence_pass():
     drawn = judge._draw_evidence_seeds(task)
     assert isinstance(_task_key(task), str) and len(drawn["cases"]) == len(task.cases("bench"))
     assert all(len(c["seeds"]) == 2 and c["outputs"] for c in drawn["cases"]) and drawn["task"]["id"] == task.id
+
+
+def test_an_allocation_a_problems_input_code_leaves_unwritten_reaches_no_worker_with_old_memory():
+    """Red team round 55: GPU MODE's pmpp_v2 matmul makes its output buffer with `torch.empty` and sends it as an
+    input; a submission read 8 KiB of the judge's heap from it. Allocations made by a problem's own input code, in
+    the judge, are zeroed as they are made (KernelBench's `get_inputs` too)."""
+    import torch
+
+    from kerneldojo.adapters.runtime import gpumode_reference, kernelbench_reference
+
+    def generate_input(n, seed):
+        return torch.randn(n, n), torch.empty(n, n), torch.randn(n).new_empty(n), torch.empty_like(torch.ones(n))
+
+    make_inputs = gpumode_reference({"generate_input": generate_input}, "tuple", {})[0]
+    for _ in range(3):
+        marker = torch.full((4096,), 7.0)  # memory that held data, freed just before
+        del marker
+        _, *unwritten = make_inputs({"n": 64, "dtype": "float32"}, 1, "cpu")
+        assert all(torch.count_nonzero(t) == 0 for t in unwritten)
+    ns = {"get_inputs": lambda: [torch.randn(8), torch.empty(8, 8)], "Model": None, "get_init_inputs": list}
+    _, unwritten = kernelbench_reference(ns, [], 0)[0]({"dtype": "float32"}, 1, "cpu")
+    assert torch.count_nonzero(unwritten) == 0
+
+
+def test_a_gpumode_output_buffers_shape_is_left_out_of_the_perturbed_check():
+    """Red team round 55: the worker gets a GPU MODE output buffer as its shape ([17, 34]); the last check's
+    perturbation copied one entry over the other ([34, 34]) and the reference raised: an honest kernel ended
+    `runtime_error` on about half the steps of a problem whose buffer is not square. The adapter names those inputs
+    `unperturbed`, and the perturbation leaves them as they are."""
+    import torch
+
+    from kerneldojo.judge import _perturbed
+
+    assert gpumode.load(GM_V2).task.reference.unperturbed == (1,)
+    x, shape = torch.randn(64, 128), torch.tensor([17, 34])
+    for _ in range(20):
+        moved = _perturbed((x, shape), unperturbed=(1,))
+        assert torch.equal(moved[1], shape) and not torch.equal(moved[0], x)

@@ -111,3 +111,18 @@ def test_a_sum_estimated_from_a_sample_fails_sum_all():
         with pytest.raises(WrongOutput):
             check_outputs((x[:read].sum() * (x.numel() / read),), expected, task.tolerance("float32"), "sampled")
         check_outputs((x.sum(),), expected, task.tolerance("float32"), "honest")
+
+
+def test_bool_complex_and_unsigned_outputs_are_poisoned_and_compared_whole():
+    """Red team round 55: bool and complex outputs had no poison (every submission of such a problem failed, the
+    reference itself included), the comparison kept a complex output's real part alone, and uint8's poison was 0, a
+    common right answer."""
+    expected = (torch.tensor([True, False]), torch.tensor([1 + 2j, 3 - 4j]), torch.tensor([0, 5], dtype=torch.uint8))
+    poisoned = poisoned_like(expected)
+    assert poisoned[0].all() and poisoned[1].isnan().all() and (poisoned[2] == 255).all()
+    tol = Tolerance(atol=1e-5, rtol=1e-5)
+    check_outputs(expected, expected, tol, "same")
+    with pytest.raises(WrongOutput, match="output 1 differs"):
+        check_outputs((expected[0], torch.tensor([1 + 2j, 3 + 4j]), expected[2]), expected, tol, "imaginary part")
+    with pytest.raises(WrongOutput):
+        check_outputs((torch.tensor([True, True]), *expected[1:]), expected, tol, "bool")

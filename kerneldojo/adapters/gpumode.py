@@ -35,6 +35,7 @@ REFERENCE_FOOTER = """
 # ---- appended by kerneldojo.adapters.gpumode: the problem above as a kerneldojo reference ----
 _kd_staged.__exit__(None, None, None)
 make_inputs, reference, flops, bytes_moved, check = _kd_runtime.gpumode_reference(globals(), {form!r}, {buffers!r})
+unperturbed = {unperturbed!r}  # the output buffers' shapes: not data
 """
 # Run before the submission's first statement without moving its lines (`runtime.with_prelude`): the helper
 # files' sources are in the footer, which the prelude reads from the file.
@@ -144,7 +145,7 @@ def _adapt(problem: Problem, folder: Path) -> None:
         raise _Unsupported(f"task.yml says lang: {lang!r}; kerneldojo runs GPU MODE's Python problems (lang: py) "
                            "only: submit CUDA through load_inline in a Python submission")
     reference = (REFERENCE_HEADER.format(names=names) + (folder / "reference.py").read_text()
-                 + REFERENCE_FOOTER.format(form=form, buffers=buffers))
+                 + REFERENCE_FOOTER.format(form=form, buffers=buffers, unperturbed=tuple(sorted(buffers))))
     template = next((folder / t for t in (config.get("templates") or {}).values() if (folder / t).is_file()), None)
     starter = template.read_text() if template else "def custom_kernel(data):\n    raise NotImplementedError\n"
     problem.task = write_task(spec, {**helpers, "reference.py": reference, "starter_triton.py": starter})

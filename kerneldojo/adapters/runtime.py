@@ -130,7 +130,7 @@ def kernelbench_reference(ns: dict, sizes: list[str], init_seed: int) -> tuple[C
 
     def make_inputs(shape: dict, seed: int, device) -> tuple:
         resize(ns, {k: shape[k] for k in sizes})
-        with torch.random.fork_rng(devices=[]), torch.device(device):
+        with torch.random.fork_rng(devices=[]), torch.device(device), _Initialised():
             torch.manual_seed(seed)
             inputs = ns["get_inputs"]()
         return tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs)
@@ -313,7 +313,7 @@ def gpumode_reference(ns: dict, form: str, buffers: dict[int, str]) -> tuple[Cal
 
     def make_inputs(shape: dict, seed: int, device) -> tuple:
         kwargs = {k: v for k, v in shape.items() if k != "dtype"}
-        with on_device(device):
+        with on_device(device), _Initialised():
             data = ns["generate_input"](**kwargs, seed=seed)
         tensors = (data,) if form == "tensor" else data
         return tuple(buffer_descriptor(t) if i in buffers else t.to(device) for i, t in enumerate(tensors))
@@ -397,6 +397,21 @@ def staged(file: str, names: list[str]) -> Iterator[None]:
 
 def on_device(device) -> contextlib.AbstractContextManager:
     return cuda_on_cpu() if torch.device(device).type == "cpu" else contextlib.nullcontext()
+
+
+class _Initialised(TorchFunctionMode):
+    """A problem's own input code, run in the judge: every uninitialised allocation is zeroed as it is made. An
+    allocation it leaves unwritten went to the worker with the judge's old memory in it (red team round 55: pmpp_v2's
+    matmul sends its `torch.empty` output buffer as an input; a submission read 8 KiB of the judge's heap)."""
+
+    EMPTY = frozenset({torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty,
+                       torch.Tensor.new_empty_strided})  # fmt: skip
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in self.EMPTY and isinstance(out, torch.Tensor):
+            out.zero_()
+        return out
 
 
 def _cuda(value) -> bool:
