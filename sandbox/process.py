@@ -408,6 +408,7 @@ class _Worker:
                 break
             except queue.Empty:
                 if self.replies.closed.is_set() or not self.process.is_alive():
+                    self._let_it_end()
                     self._kill()
                     tail = self._tail_note()
                     self.stop()
@@ -441,6 +442,9 @@ class _Worker:
         self._kill()
         self.replies.close()
         remove_tree(self.scratch)
+
+    def _let_it_end(self) -> None:
+        """A worker that died has ended by now (a container, which takes seconds more: `docker._Container`)."""
 
     def _kill(self) -> None:
         # Single use: no graceful exit to wait for. The worker is pid 1 of its own pid namespace
