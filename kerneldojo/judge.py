@@ -539,12 +539,13 @@ class Judge:
             seen: list[tuple[tuple, tuple]] = []  # (outputs, expected) per seed, for the same-output check
             pristine: tuple = ()
             for seed in [*seeds, None]:
-                # The GPU is shared call by call, not for the whole phase: a slow call (honest or not) keeps other
-                # judges' timings waiting for one call's limit at most (red team round 21).
+                # The GPU is shared call by call, not for the whole phase: a slow call (honest or not) keeps
+                # other judges' timings waiting for one call's limit at most (red team round 21).
                 with self._gpu.shared():
-                    if seed is None:  # last, the previous inputs with a few elements changed: a result cached
-                        pristine = _perturbed(pristine, getattr(task.reference, "unperturbed", ()))  # under a
-                        # sampled fingerprint of the inputs is stale here
+                    # last, the previous inputs with a few elements changed: a result cached under a sampled
+                    # fingerprint of the inputs is stale here
+                    if seed is None:
+                        pristine = _perturbed(pristine, getattr(task.reference, "unperturbed", ()))
                     else:
                         pristine = task.reference.make_inputs(case.shape, seed, self.device.torch_device)
                     # Outputs the judge allocates hold NaN at first, then the previous seed's right answer: a
