@@ -253,13 +253,15 @@ def test_an_adapted_problem_can_be_armed_for_the_evidence_pass():
 def test_an_allocation_a_problems_input_code_leaves_unwritten_reaches_no_worker_with_old_memory():
     """Red team round 55: GPU MODE's pmpp_v2 matmul makes its output buffer with `torch.empty` and sends it as an
     input; a submission read 8 KiB of the judge's heap from it. Allocations made by a problem's own input code, in
-    the judge, are zeroed as they are made (KernelBench's `get_inputs` too)."""
+    the judge, are zeroed as they are made, whatever their spelling (round 56), KernelBench's `get_inputs` too."""
     import torch
 
     from kerneldojo.adapters.runtime import gpumode_reference, kernelbench_reference
 
-    def generate_input(n, seed):
-        return torch.randn(n, n), torch.empty(n, n), torch.randn(n).new_empty(n), torch.empty_like(torch.ones(n))
+    def generate_input(n, seed):  # round 56: every spelling of an allocation, not torch.empty's alone
+        return (torch.randn(n, n), torch.empty(n, n), torch.randn(n).new_empty(n), torch.empty_like(torch.ones(n)),
+                torch.Tensor(n), torch.zeros(1).new(n), torch.empty(0).resize_(n),
+                torch.ops.aten.empty.memory_format([n]))
 
     make_inputs = gpumode_reference({"generate_input": generate_input}, "tuple", {})[0]
     for _ in range(3):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from kerneldojo.graders.profile import parse_python, parse_source
 
@@ -341,10 +342,13 @@ def buffer_descriptor(buffer: torch.Tensor) -> torch.Tensor:
 
 
 def with_buffers(tensors: tuple, buffers: dict[int, str]) -> tuple:
-    """`data`'s tensors with a fresh, NaN-filled (where the dtype has NaN) buffer for each descriptor."""
+    """`data`'s tensors with a fresh buffer for each descriptor, holding the judge's poison for its dtype (round 56:
+    an integer or bool buffer held whatever the memory held before)."""
+    from kerneldojo.graders.correctness import poisoned_like
+
     def fresh(descriptor: torch.Tensor, dtype: str) -> torch.Tensor:
-        buffer = torch.empty(descriptor.tolist(), dtype=getattr(torch, dtype), device=descriptor.device)
-        return buffer.fill_(float("nan")) if buffer.is_floating_point() else buffer
+        shaped = torch.empty(descriptor.tolist(), dtype=getattr(torch, dtype), device=descriptor.device)
+        return poisoned_like((shaped,))[0]
 
     return tuple(fresh(t, buffers[i]) if i in buffers else t for i, t in enumerate(tensors))
 
@@ -399,18 +403,22 @@ def on_device(device) -> contextlib.AbstractContextManager:
     return cuda_on_cpu() if torch.device(device).type == "cpu" else contextlib.nullcontext()
 
 
-class _Initialised(TorchFunctionMode):
-    """A problem's own input code, run in the judge: every uninitialised allocation is zeroed as it is made. An
-    allocation it leaves unwritten went to the worker with the judge's old memory in it (red team round 55: pmpp_v2's
-    matmul sends its `torch.empty` output buffer as an input; a submission read 8 KiB of the judge's heap)."""
+class _Initialised(TorchDispatchMode):
+    """A problem's own input code, run in the judge: every uninitialised allocation is zeroed as it is made, at the
+    dispatcher, where every spelling of one meets (`torch.Tensor(n)`, `x.new(n)`, `resize_`, the aten op itself: red
+    team round 56). An allocation it leaves unwritten went to the worker with the judge's old memory in it (round 55:
+    pmpp_v2's matmul sends its `torch.empty` output buffer as an input; a submission read 8 KiB of the judge's heap)."""
 
-    EMPTY = frozenset({torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty,
-                       torch.Tensor.new_empty_strided})  # fmt: skip
+    EMPTY = frozenset({torch.ops.aten.empty, torch.ops.aten.empty_strided, torch.ops.aten.empty_like,
+                       torch.ops.aten.new_empty, torch.ops.aten.new_empty_strided})  # fmt: skip
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        grown = args[0].numel() if func.overloadpacket is torch.ops.aten.resize_ else None
         out = func(*args, **(kwargs or {}))
-        if func in self.EMPTY and isinstance(out, torch.Tensor):
+        if func.overloadpacket in self.EMPTY and isinstance(out, torch.Tensor):
             out.zero_()
+        elif grown is not None and out.numel() > grown:  # resize_ keeps what was there: the rest is zeroed
+            out.view(-1)[grown:].zero_()
         return out
 
 
