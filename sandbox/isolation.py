@@ -15,6 +15,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from .worker.confine import Plan, gib, under, under_any, unescape
@@ -98,8 +99,6 @@ class Cgroup:
                     break
 
     def remove(self, attempts: int = 50) -> None:
-        import time
-
         for top in set(self.dirs.values()):
             for folder in reversed(_subtree(top)):  # the deepest first: a cgroup with cgroups below is not removed
                 for _ in range(attempts):
@@ -177,8 +176,6 @@ def _remove_dead_judges_cgroups(base: Path) -> None:
     runs no exit handler; a test machine had gathered hundreds). A name's pid that is alive may be that judge's; one
     that is not may be a judge's in another pid namespace sharing `KERNELDOJO_CGROUP` (red team round 53), whose
     new cgroup is empty until its worker joins: only those unchanged for STALE_CGROUP_S go."""
-    import time
-
     with contextlib.suppress(OSError):
         for folder in base.glob("kerneldojo-worker-*-*"):
             pid = folder.name.split("-")[2]
