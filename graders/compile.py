@@ -104,11 +104,23 @@ def check_language(task: Task, language: str) -> None:
         )
 
 
+def source_problem(source: str) -> str | None:
+    """Why `source` cannot be a submission's text at all, or None: too long, or holding a character no compiler
+    takes and no UTF-8 file or text column can hold (a NUL byte stopped every later write of the service's
+    PostgreSQL store, red team round 23; a lone surrogate raised out of `Judge.evaluate`, round 57)."""
+    if len(source) > MAX_SOURCE_CHARS:
+        return (f"the source has {len(source)} characters, more than the {MAX_SOURCE_CHARS} a submission may have: "
+                "send the kernel file alone")
+    if bad := next((c for c in source if c == "\0" or "\ud800" <= c <= "\udfff"), None):
+        return (f"the source holds {'a NUL byte' if bad == chr(0) else 'a lone surrogate'} (U+{ord(bad):04X}): "
+                "send it as UTF-8 text")
+    return None
+
+
 def compile_submission(task: Task, source: str, language: str, arch: str) -> Build:
     """Write or build the submission. `arch` is e.g. '90a' (the GPU's, or the CPU-mode default)."""
-    if len(source) > MAX_SOURCE_CHARS:
-        raise CompileError(f"the source has {len(source)} characters, more than the {MAX_SOURCE_CHARS} a submission "
-                           "may have: send the kernel file alone")
+    if problem := source_problem(source):
+        raise CompileError(problem)
     if mismatch := language_mismatch(source, language):
         raise CompileError(mismatch)
     if language in ("triton", "python"):

@@ -36,6 +36,7 @@ from kerneldojo.graders.compile import (
     detect_language,
     native_checks_note,
     nvcc_version,
+    source_problem,
     write_atomically,
 )  # fmt: skip
 from kerneldojo.graders.correctness import (
@@ -186,7 +187,8 @@ class Judge:
         task.reference  # noqa: B018  a broken reference.py is the task's fault: TaskError, naming the file
         language = language or detect_language(source)
         check_language(task, language)
-        key = self._result_key(task, language, source) if self.result_cache else None
+        # A source no compiler takes fails in the compile step, as a result; it has no key (it cannot be encoded).
+        key = self._result_key(task, language, source) if self.result_cache and not source_problem(source) else None
         if key and not retime and (stored := self.result_cache.get(key)) is not None:
             stored.reused, stored.phases = True, {}
             stored.reward = self.reward.of(stored)

@@ -100,7 +100,10 @@ class Task:
         """The outputs a submission must match for these inputs (and the shape's scalars), always as a
         tuple: the reference module's `expected` where it has one, else its `reference`."""
         fn = getattr(self.reference, "expected", self.reference.reference)
-        out = fn(*inputs, *self.scalars(shape))
+        # On copies: a reference that changes its inputs in place (nn.ReLU(inplace=True) on an input) would hand
+        # the worker, which gets the same tensors' copies later, the answer, and honest kernels other inputs (red
+        # team round 55).
+        out = fn(*(t.clone() if hasattr(t, "clone") else t for t in inputs), *self.scalars(shape))
         return out if isinstance(out, tuple) else (out,)
 
     def reference_calls(self, shape: dict, device, sets: int, fn=None) -> list:

@@ -57,6 +57,19 @@ def test_kernelbench_solutions_pass_fail_and_get_caught(judge):
     assert caught.status == "flagged" and "same_output" in caught.checks_fired
 
 
+def test_a_reference_that_changes_its_input_in_place_hands_the_worker_the_inputs_as_drawn(judge):
+    """Red team round 55: the worker's copies of the inputs were made after the reference had run on them, so a
+    Model that scales its input in place sent the worker the scaled input: an honest kernel failed, and one that
+    only took the tanh of what it got passed. The reference now runs on copies of its own."""
+    problem = kernelbench.load(FIXTURES / "kernelbench" / "level_inplace" / "1_scale_tanh_in_place.py",
+                               check_degenerate=False)
+    honest = (KB_SOLUTIONS / "1_scale_tanh_in_place.py").read_text()
+    result = problem.evaluate(honest, judge)
+    assert result.status == "ok", result.messages
+    answer_taken = honest.replace("self.scale, BLOCK=1024)", "1.0, BLOCK=1024)")  # tanh of the input as it came
+    assert problem.evaluate(answer_taken, judge).status == "wrong"
+
+
 def test_kernelbench_load_inline_is_skipped_in_cpu_mode(judge):
     problem = kernelbench.load(KB_LEVEL / "1_scaled_tanh.py", check_degenerate=False)
     source = "from torch.utils.cpp_extension import load_inline\nmod = load_inline('x', '', cuda_sources='')\n"

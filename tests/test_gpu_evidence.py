@@ -81,8 +81,11 @@ def gather(judge, task_id: str, source: str, language: str, claimed_ms: float) -
     build = compile_submission(task, source, language, judge.device.arch)
     case = task.cases("bench")[-1]
     evidence = Evidence(case=str(case), claimed_ms=claimed_ms)
-    fired = judge._gather_evidence(task, build, judge._own_kernels(build, source, language), case, [1, 2], None,
-                                   claimed_ms, evidence)
+    # under the locks the judge's own pass holds: two Nsight Compute replays at once on one GPU fail in the driver
+    # ("a driver resource was unavailable", seen on the H200 on 2026-11-27 with three test processes)
+    with judge._gpu.profiler(), judge._gpu.shared():
+        fired = judge._gather_evidence(task, build, judge._own_kernels(build, source, language), case, [1, 2], None,
+                                       claimed_ms, evidence)
     print(fired, evidence, sep="\n")
     assert evidence.note is None, evidence.note
     return fired, evidence

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kerneldojo.graders.compile import check_language, detect_language
+from kerneldojo.graders.compile import check_language, detect_language, source_problem
 from kerneldojo.result import EvalResult, one_line
 from kerneldojo.tasks import TaskError, get_task, list_tasks
 
@@ -65,11 +65,8 @@ def submission(task: str, source: str, language: str | None, label: str) -> Subm
     if len(label) > LABEL_CHARS or one_line(label) != label:  # a label reaches operators' terminals and tables
         raise ValueError(f"label {one_line(label)[:80]!r}: a label is one line of at most {LABEL_CHARS} printable "
                          "characters (no newline, tab or terminal control character); rename it")
-    if bad := next((c for c in source if c == "\0" or "\ud800" <= c <= "\udfff"), None):
-        # No compiler takes them, and a store's text column refuses them (a NUL byte stopped every later write of
-        # the service's PostgreSQL store: red team round 23).
-        raise ValueError(f"{label}: the source holds {'a NUL byte' if bad == chr(0) else 'a lone surrogate'} "
-                         f"(U+{ord(bad):04X}); save it as UTF-8 text")
+    if problem := source_problem(source):  # refused before it is stored or queued
+        raise ValueError(f"{label}: {problem}")
     try:
         spec = get_task(task)
         language = language or detect_language(source)

@@ -42,6 +42,7 @@ class ForbiddenOps(TorchDispatchMode):
         self.called: list[str] = [] if called is None else called
         self.popped = False  # taken off the mode stack by someone else while active
         self._exiting = False
+        dispatch_tables()  # taken once, at the first watch (the harness's, before the submission loads)
 
     def __exit__(self, *exc):
         self._exiting = True
@@ -56,10 +57,32 @@ class ForbiddenOps(TorchDispatchMode):
         op = f"{func.namespace}.{func.overloadpacket.__name__}"
         if op.endswith("_") and not op.endswith("__"):  # in-place twins (mul_, exp_) do the same work
             op = op[:-1]
-        if (self.allowed is not None and op not in self.allowed and op not in self.called
-                and not (op in INTERPRETER_OPS and _in_launch() and _called_by_interpreter())):
-            self.called.append(op)
+        if self.allowed is not None:
+            if func.namespace == "aten" and _registered_since_start(func):
+                op = f"{func.name()} (an overload or kernel the submission registered)"  # allowed by name or not
+            elif op in self.allowed or (op in INTERPRETER_OPS and _in_launch() and _called_by_interpreter()):
+                op = None
+            if op is not None and op not in self.called:
+                self.called.append(op)
         return func(*args, **(kwargs or {}))
+
+
+@functools.cache
+def dispatch_tables() -> dict[str, str]:
+    """Every aten operator's dispatch table as torch registered it (`_dispatch_dump`: each key's kernel and where
+    it was registered). First called by the worker's warm-up, before any submission is imported: an overload that
+    a submission defines in aten's own namespace (`aten::empty.kd`, named like an allowed operator) is not among
+    them, and a kernel it registers for an allowed one (`aten::diagonal` on the CPU key) changes its table (red
+    team round 56). torch's own lazy imports (dynamo, inductor, decompositions) change no aten table."""
+    return {name: torch._C._dispatch_dump(name) for name in torch._C._dispatch_get_all_op_names()
+            if name.startswith("aten::")}
+
+
+def _registered_since_start(func) -> bool:
+    """Whether this aten operator runs other kernels than at the worker's start: a new overload, a table changed,
+    or Python's dispatcher on, which runs kernels registered in Python (`OpOverload.py_impl`) that no table shows."""
+    return (dispatch_tables().get(func.name()) != torch._C._dispatch_dump(func.name())
+            or torch._C._dispatch_tls_is_dispatch_key_included(torch._C.DispatchKey.PythonDispatcher))
 
 
 def _called_by_interpreter() -> bool:

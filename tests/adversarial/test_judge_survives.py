@@ -298,6 +298,28 @@ def test_a_source_the_parser_cannot_take_is_a_compile_error_at_every_entry(short
     assert submission("vector_add", bomb, None, "bomb").language == "triton"
 
 
+@pytest.mark.parametrize("character", ["\ud800", "\0"], ids=["lone_surrogate", "nul"])
+def test_a_source_no_file_can_hold_is_a_compile_error_at_every_entry(tmp_path, character):
+    """Red team round 57: a lone surrogate in a comment (an agent's JSON `\\ud800` escape) raised out of
+    `evaluate` and `env.step` while the result cache's key was built (the source cannot be encoded): a trainer drops
+    a step that raises, so the submission escaped a failure's reward. Refused as a compile error, with the cache on."""
+    from kerneldojo.batch import submission
+    from kerneldojo.env.kernel_env import KernelEnv
+    from kerneldojo.tasks import get_task
+
+    source = get_task("vector_add").starter("triton") + f"\n# {character}\n"
+    judge = Judge("cpu", seeds=1, result_cache=tmp_path / "results")
+    result = judge.evaluate("vector_add", source)
+    assert result.status == "compile_error" and "UTF-8" in result.messages[-1], result.messages
+    assert result.reward == judge.reward("compile_error", None)
+    env = KernelEnv("vector_add", judge=judge)
+    env.reset(seed=0)
+    _, reward, *_, info = env.step(source)
+    assert info["status"] == "compile_error" and reward == result.reward, info
+    with pytest.raises(ValueError, match="UTF-8"):
+        submission("vector_add", source, None, "odd")
+
+
 def test_a_reply_runs_no_code_of_the_submissions_objects():
     """Red team round 19: a tensor subclass left in the timing reply computed its outputs in `detach()` while the
     worker encoded the reply, after every check. Outputs are made plain with no subclass hook running, and the
