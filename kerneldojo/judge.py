@@ -612,21 +612,31 @@ class Judge:
             sets = pool_size(set_bytes, self.device.l2_bytes)
             before, started = gpu_state(self.device), time.perf_counter()
             specs = [(tuple(t.shape), t.dtype) for t in template]
-            seeds, refills, profile_seeds = _fresh_seeds(sets)
-            try:
-                timed = solution.time(shape, seeds, refills, profile_seeds, specs, self.device.l2_bytes,
-                                      self.timing_budget_s)
-            except Retime:  # a compile in the shape's first timing (a value the checked call did not reach): its
-                seeds, refills, profile_seeds = _fresh_seeds(sets)  # figures unused; the second may see none
-                timed = solution.time(shape, seeds, refills, profile_seeds, specs, self.device.l2_bytes,
-                                      self.timing_budget_s)
+            draws: list[tuple[TimedRuns, list]] = []  # each timing, with the seeds its input sets held last
+            for attempt in ("first", "again"):
+                seeds, refills, profile_seeds = _fresh_seeds(sets)
+                try:
+                    timed = solution.time(shape, seeds, refills, profile_seeds, specs, self.device.l2_bytes,
+                                          self.timing_budget_s)
+                except Retime as e:  # a compile in the shape's first timing (a value the checked calls did not
+                    if attempt == "again":  # reach): timed again on fresh seeds, where no process may appear
+                        raise RuntimeError(f"{case}: the worker asked for a third timing") from None
+                    if e.timed is not None:
+                        draws.append((e.timed, last_seeds(seeds, refills, e.timed.stats.runs, profile_seeds)))
+                    continue
+                draws.append((timed, last_seeds(seeds, refills, timed.stats.runs, profile_seeds)))
+                break
+            # The slower draw is paid: a submission that forces a retime where its first draw was slow gets no
+            # second chance at the noise (red team round 54).
+            timed = max(draws, key=lambda draw: draw[0].stats.median_ms)[0]
             after, spent = gpu_state(self.device), time.perf_counter() - started
-            profile_s = min(max(float(getattr(timed, "profile_s", 0.0) or 0.0), 0.0), spent)  # the worker's word
+            told = sum(float(getattr(t, "profile_s", 0.0) or 0.0) for t, _ in draws)  # the worker's word
+            profile_s = min(max(told, 0.0), spent)
             _add(result, "timing", spent - profile_s)
             _add(result, "profile", profile_s)
             with _phase(result, "recheck"):
-                self._recheck_timed_outputs(task, case, timed,
-                                            last_seeds(seeds, refills, timed.stats.runs, profile_seeds))
+                for drawn, held_last in draws:
+                    self._recheck_timed_outputs(task, case, drawn, held_last)
             flops, moved = task.reference.flops(shape), task.reference.bytes_moved(shape)
             eager, compiled = reference_times[str(case)]
             timing = CaseTiming(
@@ -635,7 +645,7 @@ class Judge:
             )  # fmt: skip
             result.timings.append(timing)
             _check_timing(task, timing, floor_ms(flops, moved, case.dtype, sheet))
-            del inputs, template, timed
+            del inputs, template, timed, draws
         result.timed = True
         result.speedup = _geomean([t.speedup for t in result.timings])
         result.speedup_vs_compile = _geomean([t.speedup_vs_compile for t in result.timings])

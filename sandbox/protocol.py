@@ -78,8 +78,13 @@ class SubmissionTimeout(SubmissionError):
 class Retime(Exception):
     """A process appeared in the worker during the first timing at a shape: a compile, most likely, of a
     specialisation the checked calls did not reach (Triton specialises on integer values, which a kernel may take
-    from its inputs). Its figures are not used; the judge times the shape again on fresh seeds, when nothing may
-    appear (`WorkerSolution.time`)."""
+    from its inputs). The judge times the shape again on fresh seeds, when nothing may appear
+    (`WorkerSolution.time`), and pays the slower of the two: `timed`, the first timing's figures (None where they
+    cannot be had: a collective's ranks)."""
+
+    def __init__(self, found: object, timed: TimedRuns | None = None):
+        super().__init__(found)
+        self.timed = timed
 
 
 class CompileError(Exception):

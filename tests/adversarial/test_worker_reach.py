@@ -656,6 +656,7 @@ def test_a_process_during_the_timing_requests(monkeypatch, worker_cgroup, timing
     (`Retime`); one still there after the requests is `threads_left_running`. In the second timing at the shape any
     process is killed at once and flagged, whatever the requests answered after the kill (rounds 48 and 49)."""
     from kerneldojo.graders.checks import Flagged
+    from kerneldojo.sandbox import process
     from kerneldojo.sandbox.process import WorkerSolution
     from kerneldojo.sandbox.protocol import Retime
 
@@ -674,16 +675,19 @@ def test_a_process_during_the_timing_requests(monkeypatch, worker_cgroup, timing
                 helpers[-1].wait(timeout=30)
             elif timing == "second":
                 helpers[-1].wait(timeout=30)  # until the watch kills it
-        return type("Reply", (), {"joined": lambda self, other: self})()
+        return reply
 
+    reply = type("Reply", (), {"joined": lambda self, other: self})()
     monkeypatch.setattr(WorkerSolution, "_timing_reply", request)
+    monkeypatch.setattr(process, "_implausible", lambda timed, sets: None)
     if timing == "second":
         solution._shapes_timed.add(tuple(sorted(shape.items())))
     expected = Retime if timing == "first, gone by the end" else Flagged
     with pytest.raises(expected) as raised:
         solution.time(shape, [1], [2], [3], [], 1 << 20, 0.1)
-    if expected is Retime:
+    if expected is Retime:  # with the first timing's figures: the judge pays the slower of the two
         assert "1 process(es)" in str(raised.value) and not stopped and helpers[0].returncode == 0
+        assert raised.value.timed is reply
         return
     check = raised.value.checks["threads_left_running"]
     assert stopped, check
@@ -718,6 +722,46 @@ def test_the_judge_times_a_shape_again_on_fresh_seeds_after_a_retime(monkeypatch
     with pytest.raises(Done):
         judge_mod.Judge("cpu")._time(get_task("vector_add"), Solution(), result, {})
     assert len(calls) == 2 and all(set(a).isdisjoint(b) for a, b in zip(*calls)), calls  # fresh seeds
+
+
+@pytest.mark.parametrize("slower", ["first", "second"])
+def test_after_a_retime_the_slower_timing_is_paid_and_both_are_rechecked(monkeypatch, slower):
+    """Red team round 54: a submission that starts a short process in a shape's first timing where its draw was
+    slow got a second draw of the noise. Both timings' outputs are rechecked and the slower median is paid."""
+    from kerneldojo import judge as judge_mod
+    from kerneldojo.result import EvalResult, TimeStats, Versions
+    from kerneldojo.sandbox.protocol import Retime, TimedRuns
+    from kerneldojo.tasks import Case, Task, get_task
+
+    def draw(median_ms):
+        stats = TimeStats(median_ms=median_ms, mean_ms=median_ms, min_ms=median_ms, max_ms=median_ms, iqr_ms=0.0,
+                          runs=3)
+        return TimedRuns(stats, None, [None] * 3)
+
+    first, second = (draw(2.0), draw(1.0)) if slower == "first" else (draw(1.0), draw(2.0))
+
+    class Solution:
+        calls = 0
+
+        def time(self, *args):
+            self.calls += 1
+            if self.calls == 1:
+                raise Retime("1 process(es)", first)
+            return second
+
+    rechecked = []
+    monkeypatch.setattr(judge_mod, "measured_peaks", lambda device: None)
+    monkeypatch.setattr(judge_mod, "datasheet_peaks", lambda name: None)
+    monkeypatch.setattr(judge_mod, "_check_timing", lambda *args: None)
+    monkeypatch.setattr(judge_mod.Judge, "_recheck_timed_outputs", lambda self, task, case, timed, seeds:
+                        rechecked.append(timed))
+    monkeypatch.setattr(Task, "cases", lambda self, kind: [Case((("n", 1000),), "float32")])
+    result = EvalResult(task="vector_add", language="triton", device="cpu", mode="cpu", status="ok",
+                        versions=Versions(kerneldojo="0", python="3", torch="2"))  # fmt: skip
+    case = "n=1000 float32"
+    judge_mod.Judge("cpu")._time(get_task("vector_add"), Solution(), result, {case: (None, None)})
+    assert rechecked == [first, second]
+    assert result.timings[0].submission.median_ms == 2.0
 
 
 def test_a_judge_removes_the_empty_cgroups_that_killed_judges_left():
