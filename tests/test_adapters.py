@@ -72,7 +72,8 @@ def test_a_reference_that_changes_its_input_in_place_hands_the_worker_the_inputs
 
 def test_kernelbench_load_inline_is_skipped_in_cpu_mode(judge):
     problem = kernelbench.load(KB_LEVEL / "1_scaled_tanh.py", check_degenerate=False)
-    source = "from torch.utils.cpp_extension import load_inline\nmod = load_inline('x', '', cuda_sources='')\n"
+    source = ("from torch.utils.cpp_extension import load_inline\n"
+              "mod = load_inline('x', '', cuda_sources='__global__ void k() {}')\n")
     result = problem.evaluate(source, judge)
     assert result.status == "skipped" and "load_inline" in result.messages[0]
 
@@ -232,19 +233,25 @@ def test_gpu_suite_metrics_and_a_gpumode_submission(gpu_judge, tmp_path):
         assert result.status == "ok" and result.timed
 
 
-def test_a_solution_that_asks_to_be_skipped_gets_a_failures_reward_and_an_unreadable_call_crashes_nothing():
+def test_a_solution_that_asks_to_be_skipped_is_judged_and_an_unreadable_call_crashes_nothing():
     """Red team round 24: a comment naming `cuda_sources` made a wrong CPU-mode solution `skipped`, with a reward of
     0.0 (a preset's failure is lower: -0.25 under kernrl); `load_inline(name={[]: 1})` raised TypeError out of the
-    env's step."""
+    env's step. Round 58: skipped at a failure's reward, a broken or cheating solution escaped its own lower one
+    (a compile error's, a flag's). A comment no longer skips it, and a real CUDA build CPU mode cannot make earns
+    what a compile error does."""
     from kerneldojo.adapters import runtime
     from kerneldojo.graders.reward import RewardConfig
 
     judge = Judge("cpu", result_cache=None, reward=RewardConfig.preset("kernrl"))
     problem = kernelbench.load(KB_LEVEL / "1_scaled_tanh.py")
     wrong = ("# load_inline cuda_sources\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+             "    def __init__(self, *args):\n        super().__init__()\n\n"
              "    def forward(self, x, *rest):\n        return torch.zeros_like(x)\n")
-    skipped = problem.evaluate(wrong, judge)
-    assert skipped.status == "skipped" and skipped.reward == judge.reward.failure == -0.25
+    assert problem.evaluate(wrong, judge).status == "wrong"
+    assert problem.evaluate(wrong + "\ndef broken(:\n", judge).status == "compile_error"
+    cuda = "from torch.utils.cpp_extension import load_inline\nmod = load_inline('x', '', cuda_sources='k')\n"
+    skipped = problem.evaluate(cuda + wrong.split("\n", 1)[1], judge)
+    assert skipped.status == "skipped" and skipped.reward == judge.reward.compile_failure == -0.5
     unreadable = "from torch.utils.cpp_extension import load_inline\nif False:\n    load_inline(name={[]: 1})\n"
     assert runtime.load_inline_calls(unreadable) == []
     assert problem.evaluate(unreadable + wrong.split("\n", 1)[1], judge).status != "skipped"

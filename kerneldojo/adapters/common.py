@@ -38,11 +38,15 @@ class Problem:
         if self.task is None or (why := self.skip(source, judge.device.mode)):
             from kerneldojo.judge import versions
 
-            # Scored as the judge scores a skip (a failure's reward): a wrong solution that asked to be skipped
-            # got 0.0, above a preset's failure (red team round 24: -0.25 under `kernrl`).
+            # A problem that cannot run is scored as the judge scores a skip (a failure's reward). A solution this
+            # mode cannot build earns no more than one that does not compile: its skip is the solution's doing, and
+            # a cheat that asked to be skipped went unflagged at a failure's reward (red team rounds 24 and 58).
+            reward = judge.reward("skipped", None)
+            if self.task is not None:
+                reward = min(reward, judge.reward("compile_error", None))
             return EvalResult(task=self.task.id if self.task else self.name, language="python", status="skipped",
                               device=judge.device.name, mode=judge.device.mode, versions=versions(),
-                              messages=[self.reason or why], reward=judge.reward("skipped", None))
+                              messages=[self.reason or why], reward=reward)
         result = judge.evaluate(self.task, self.wrap(source), "python")
         result.messages += [n for n in self.notes if judge.device.mode == "cpu" or "CPU mode" not in n]
         result.messages += [f"degenerate problem: {d}" for d in self.degenerate]

@@ -124,9 +124,9 @@ def _skip(source: str, mode: str) -> str | None:
 
 
 def _uses_cuda(source: str) -> bool:
-    """Whether a load_inline solution builds CUDA (a C++-only one, `cpp_sources` alone, builds and runs on a CPU)."""
-    if re.search(r"\bcuda_sources\b|\bwith_cuda\s*=\s*True", source):
-        return True
+    """Whether a load_inline solution builds CUDA (a C++-only one, `cpp_sources` alone, builds and runs on a CPU):
+    from its parsed calls only, never its raw text (red team round 58: a comment naming `cuda_sources` had a broken
+    or cheating solution skipped, unbuilt and unrun)."""
     try:
         return any(c.get("cuda_sources") or c.get("with_cuda") for c in runtime.load_inline_calls(source))
     except Exception:  # a source that cannot be read so: the judge's own compile says why (red team round 24)
