@@ -217,10 +217,18 @@ def parse_source(source: str) -> ast.Module:
         return ast.parse(source)
 
 
+# No submission's text is parsed past this many characters: a 21 MB source took 2 minutes and 11 GB of the judge's
+# process to parse (red team round 59). Sources are refused past `graders.compile.MAX_SOURCE_CHARS` (200,000); an
+# adapter's wrap adds a few lines.
+PARSE_LIMIT_CHARS = 1_000_000
+
+
 def parse_python(source: str) -> ast.Module | None:
     """A submission's syntax tree, or None where the parser cannot take it: besides a syntax error, a source can
     make the parser itself fail (thousands of nested unary minus signs: MemoryError or RecursionError, raised in
-    the judge's process, which took down an env's step and a whole batch: red team round 18)."""
+    the judge's process, which took down an env's step and a whole batch: red team round 18), or be too long."""
+    if len(source) > PARSE_LIMIT_CHARS:
+        return None
     try:
         return parse_source(source)
     except (SyntaxError, ValueError, MemoryError, RecursionError):

@@ -70,12 +70,20 @@ def test_a_reference_that_changes_its_input_in_place_hands_the_worker_the_inputs
     assert problem.evaluate(answer_taken, judge).status == "wrong"
 
 
-def test_kernelbench_load_inline_is_skipped_in_cpu_mode(judge):
+def test_a_cuda_build_in_cpu_mode_fails_saying_why_and_a_cpu_branch_of_the_same_solution_passes(judge):
+    """What the solution runs decides, not its text (red team round 59: a solution that builds CUDA only where
+    torch has it, and C++ otherwise, was skipped in CPU mode at a compile error's reward)."""
     problem = kernelbench.load(KB_LEVEL / "1_scaled_tanh.py", check_degenerate=False)
-    source = ("from torch.utils.cpp_extension import load_inline\n"
-              "mod = load_inline('x', '', cuda_sources='__global__ void k() {}')\n")
-    result = problem.evaluate(source, judge)
-    assert result.status == "skipped" and "load_inline" in result.messages[0]
+    cpp = (KB_LEVEL.parent / "solutions_cpp" / "1_scaled_tanh.py").read_text()
+    call = 'scaled_tanh = load_inline(name="scaled_tanh", cpp_sources=tanh_source, functions=["scaled_tanh"]'
+    cuda = cpp.replace(call, call.replace("cpp_sources=tanh_source", "cpp_sources=tanh_source, cuda_sources='k'"))
+    result = problem.evaluate(cuda, judge)
+    assert result.status == "compile_error" and "needs a GPU judge" in result.messages[0], result.messages
+    line = next(line for line in cpp.splitlines() if line.startswith(call))
+    on_gpu = line.replace(call, call + ", cuda_sources='k'")
+    branches = cpp.replace(line, f"if torch.cuda.is_available():\n    {on_gpu}\nelse:\n    {line}")
+    assert "cuda_sources='k'" in branches
+    assert problem.evaluate(branches, judge).status == "ok"
 
 
 def test_gpumode_problem_runs_its_own_check_in_the_judge(judge):
@@ -129,6 +137,10 @@ def test_prelude_keeps_every_line_of_the_source_where_it_was():
     assert with_prelude("import torch\nx = 1\n", "P") == "P; import torch\nx = 1\n"
     assert with_prelude("from __future__ import annotations\nimport torch\n", "P").splitlines()[1] == "P; import torch"
     assert with_prelude("def f():\n    pass\n", "P") is None  # nothing at top level runs before the footer
+    # Python's line ends only (red team round 59): a form feed or U+2028 stays inside its comment or string
+    odd = "# page\x0cbreak \u2028 x = 1\nimport torch\nS = 'a\u2028b'\n"
+    assert with_prelude(odd, "P") == "P  " + odd
+    assert with_prelude("import torch\r\nx = 1", "P") == "P; import torch\nx = 1\n"
 
 
 def test_gpumode_error_lines_are_the_submissions_own(judge):
@@ -237,8 +249,7 @@ def test_a_solution_that_asks_to_be_skipped_is_judged_and_an_unreadable_call_cra
     """Red team round 24: a comment naming `cuda_sources` made a wrong CPU-mode solution `skipped`, with a reward of
     0.0 (a preset's failure is lower: -0.25 under kernrl); `load_inline(name={[]: 1})` raised TypeError out of the
     env's step. Round 58: skipped at a failure's reward, a broken or cheating solution escaped its own lower one
-    (a compile error's, a flag's). A comment no longer skips it, and a real CUDA build CPU mode cannot make earns
-    what a compile error does."""
+    (a compile error's, a flag's). A comment no longer skips it: nothing is skipped for its text."""
     from kerneldojo.adapters import runtime
     from kerneldojo.graders.reward import RewardConfig
 
@@ -249,12 +260,27 @@ def test_a_solution_that_asks_to_be_skipped_is_judged_and_an_unreadable_call_cra
              "    def forward(self, x, *rest):\n        return torch.zeros_like(x)\n")
     assert problem.evaluate(wrong, judge).status == "wrong"
     assert problem.evaluate(wrong + "\ndef broken(:\n", judge).status == "compile_error"
-    cuda = "from torch.utils.cpp_extension import load_inline\nmod = load_inline('x', '', cuda_sources='k')\n"
-    skipped = problem.evaluate(cuda + wrong.split("\n", 1)[1], judge)
-    assert skipped.status == "skipped" and skipped.reward == judge.reward.compile_failure == -0.5
     unreadable = "from torch.utils.cpp_extension import load_inline\nif False:\n    load_inline(name={[]: 1})\n"
     assert runtime.load_inline_calls(unreadable) == []
     assert problem.evaluate(unreadable + wrong.split("\n", 1)[1], judge).status != "skipped"
+
+
+def test_a_solution_past_the_source_limit_is_refused_before_any_parse_or_wrap(judge, monkeypatch):
+    """Red team round 59: a 21 MB solution was parsed by the adapter (2 minutes, 11 GB in the judge's process) before
+    the judge refused its length."""
+    from kerneldojo.adapters import runtime
+    from kerneldojo.graders import profile
+
+    def never(*args):
+        raise AssertionError("parsed")
+
+    problem = kernelbench.load(KB_LEVEL / "1_scaled_tanh.py", check_degenerate=False)
+    monkeypatch.setattr(runtime, "parse_python", never)
+    monkeypatch.setattr(problem, "wrap", never)
+    huge = (KB_SOLUTIONS / "1_scaled_tanh.py").read_text() + "# load_inline\n" + "x = 1\n" * 40_000
+    result = problem.evaluate(huge, judge)
+    assert result.status == "compile_error" and "more than the" in result.messages[-1], result.messages
+    assert profile.parse_python("x = 1\n" * 200_000) is None  # past PARSE_LIMIT_CHARS: no parse anywhere
 
 
 def test_an_adapted_problem_can_be_armed_for_the_evidence_pass():

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kerneldojo.graders.compile import source_problem
 from kerneldojo.result import EvalResult
 from kerneldojo.tasks import Task, load_task
 
@@ -31,22 +32,17 @@ class Problem:
     notes: list[str] = field(default_factory=list)
     degenerate: list[str] = field(default_factory=list)
     wrap: Callable[[str], str] = lambda source: source
-    skip: Callable[[str, str], str | None] = lambda source, mode: None  # why a solution cannot run in a mode
 
     def evaluate(self, source: str, judge) -> EvalResult:
         """The judge's verdict on a solution in the suite's own form, with this problem's notes."""
-        if self.task is None or (why := self.skip(source, judge.device.mode)):
+        if self.task is None:  # a problem that cannot run: scored as the judge scores a skip (a failure's reward)
             from kerneldojo.judge import versions
 
-            # A problem that cannot run is scored as the judge scores a skip (a failure's reward). A solution this
-            # mode cannot build earns no more than one that does not compile: its skip is the solution's doing, and
-            # a cheat that asked to be skipped went unflagged at a failure's reward (red team rounds 24 and 58).
-            reward = judge.reward("skipped", None)
-            if self.task is not None:
-                reward = min(reward, judge.reward("compile_error", None))
-            return EvalResult(task=self.task.id if self.task else self.name, language="python", status="skipped",
-                              device=judge.device.name, mode=judge.device.mode, versions=versions(),
-                              messages=[self.reason or why], reward=reward)
+            return EvalResult(task=self.name, language="python", status="skipped", device=judge.device.name,
+                              mode=judge.device.mode, versions=versions(), messages=[self.reason or "unsupported"],
+                              reward=judge.reward("skipped", None))
+        if source_problem(source):  # refused by the judge as it is, before any parse or wrap of it (red team 59)
+            return judge.evaluate(self.task, source, "python")
         result = judge.evaluate(self.task, self.wrap(source), "python")
         result.messages += [n for n in self.notes if judge.device.mode == "cpu" or "CPU mode" not in n]
         result.messages += [f"degenerate problem: {d}" for d in self.degenerate]

@@ -25,6 +25,7 @@ import torch
 
 from kerneldojo.adapters import runtime
 from kerneldojo.adapters.common import Problem, SuiteResult, task_id, write_task
+from kerneldojo.graders.compile import source_problem
 
 __all__ = ["evaluate_folder", "load", "load_level", "solution_for"]
 
@@ -57,7 +58,7 @@ def _all_aten_ops() -> tuple[str, ...]:
 def load(path: str | Path, check_degenerate: bool = True) -> Problem:
     """One problem file as a `Problem`; one that cannot run has `task=None` and the reason."""
     path = Path(path)
-    problem = Problem("kernelbench", path.stem, path, skip=_skip)
+    problem = Problem("kernelbench", path.stem, path)
     if not path.is_file():
         raise FileNotFoundError(f"no such KernelBench problem file: {path}")
     try:
@@ -104,7 +105,7 @@ def evaluate_folder(level: str | Path, solutions: str | Path, judge) -> SuiteRes
             problem.task = None
         sources[problem.name] = file.read_text() if file else ""
     ahead = [p.wrap(sources[p.name]) for p in problems
-             if p.task and "load_inline" in sources[p.name] and not p.skip(sources[p.name], judge.device.mode)]
+             if p.task and "load_inline" in sources[p.name] and not source_problem(sources[p.name])]
     if ahead:
         from kerneldojo.graders.extensions import build_extensions
 
@@ -114,23 +115,6 @@ def evaluate_folder(level: str | Path, solutions: str | Path, judge) -> SuiteRes
 
 class _Unsupported(Exception):
     pass
-
-
-def _skip(source: str, mode: str) -> str | None:
-    if mode == "cpu" and "load_inline" in source and _uses_cuda(source):
-        return ("a load_inline CUDA solution builds only where torch has CUDA: skipped in CPU mode (run it on a "
-                "GPU judge)")
-    return None
-
-
-def _uses_cuda(source: str) -> bool:
-    """Whether a load_inline solution builds CUDA (a C++-only one, `cpp_sources` alone, builds and runs on a CPU):
-    from its parsed calls only, never its raw text (red team round 58: a comment naming `cuda_sources` had a broken
-    or cheating solution skipped, unbuilt and unrun)."""
-    try:
-        return any(c.get("cuda_sources") or c.get("with_cuda") for c in runtime.load_inline_calls(source))
-    except Exception:  # a source that cannot be read so: the judge's own compile says why (red team round 24)
-        return False
 
 
 def _named_extensions(source: str) -> str:

@@ -36,7 +36,9 @@ def with_prelude(source: str, prelude: str) -> str:
     with `;`): either way every line of the source keeps its number, so a traceback names the user's own line
     (Triton also reads kernels back from the file by line). After `from __future__` imports, which must come
     first. A source of compound statements alone (`def`, `class`) has nowhere to put it: None."""
-    lines = source.splitlines()
+    # Python's own line ends only: `splitlines` also breaks at form feeds and U+2028, which a comment or a string
+    # may hold, and moved the rest of such a line out of it (red team round 59)
+    lines = re.split(r"\r\n|\r|\n", source)
     if (tree := parse_python(source)) is None:
         return None
     body = tree.body
@@ -50,12 +52,16 @@ def with_prelude(source: str, prelude: str) -> str:
         if free:
             i = free[0]
             lines[i] = prelude + (f"  {lines[i].strip()}" if lines[i].strip() else "")
-            return "\n".join(lines) + "\n"
+            return _joined(lines)
         if not isinstance(node, _COMPOUND) and first == node.lineno - 1:
             lines[first] = f"{prelude}; {lines[first]}"
-            return "\n".join(lines) + "\n"
+            return _joined(lines)
         start = node.end_lineno
     return None
+
+
+def _joined(lines: list[str]) -> str:
+    return "\n".join(lines) + ("" if lines[-1] == "" else "\n")
 
 
 _COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While, ast.With,
@@ -259,6 +265,11 @@ def device_arch() -> str:
     return os.environ.get("TORCH_CUDA_ARCH_LIST", "none")
 
 
+def builds_cuda(arguments: dict) -> bool:
+    """Whether a load_inline call's arguments build CUDA (a C++-only one, `cpp_sources` alone, builds on a CPU)."""
+    return bool(arguments.get("cuda_sources") or arguments.get("with_cuda"))
+
+
 def name_extensions_by_content() -> None:
     """A solution's prelude, in the worker: its load_inline extensions are named by their content
     (`extension_name`), whatever name it gives them. The build itself is torch's, in this (confined) worker."""
@@ -270,6 +281,11 @@ def name_extensions_by_content() -> None:
     @functools.wraps(original)
     def load_inline(*args, **kwargs):
         bound = signature.bind(*args, **kwargs)
+        if builds_cuda(bound.arguments) and torch.version.cuda is None:
+            # What the solution runs decides, not its text (red team rounds 58, 59: a comment, or a CUDA branch
+            # not taken on a CPU, had solutions skipped)
+            raise RuntimeError("load_inline was asked to build CUDA (cuda_sources or with_cuda=True), which needs a "
+                               "GPU judge: this one runs in CPU mode, where only C++ (cpp_sources) builds")
         key = extension_key(bound.arguments, torch.__version__, torch.version.cuda, device_arch())
         name = bound.arguments["name"] = extension_name(bound.arguments, key)
         if name in _prebuilt and bound.arguments.get("is_python_module", True) is True:

@@ -35,7 +35,7 @@ from .environment import scrub
 from .harness import Solution, plain
 from .syscall_filter import before_submission_code, refuse_processes_and_sockets
 from .triton_interpreter import interpreter
-from .watches import ForbiddenOps, dispatch_tables, interpreter_code
+from .watches import ForbiddenOps, interpreter_code, torch_at_start
 
 OUTPUT_CAP_BYTES = 16 << 20
 OPEN_FILES_CAP = 4096
@@ -75,7 +75,7 @@ def serve(requests, replies, device_spec: str, scratch: str, outputs_by_value: b
             _compile_harness_kernels(resolve_device(device_spec))
         except Exception as e:  # timing cannot work then, but correctness can; the timing request will say why
             print(f"kerneldojo worker: the harness's kernels did not compile: {type(e).__name__}: {e}", file=sys.stderr)
-    dispatch_tables()  # torch's operators as registered before any submission's code runs
+    torch_at_start()  # torch's operators and tensor types as registered before any submission's code runs
     if device_spec == "cpu":  # the interpreter's code, known before any submission's is loaded
         interpreter_code()
         syscall_filter = refuse_processes_and_sockets()

@@ -42,7 +42,7 @@ class ForbiddenOps(TorchDispatchMode):
         self.called: list[str] = [] if called is None else called
         self.popped = False  # taken off the mode stack by someone else while active
         self._exiting = False
-        dispatch_tables()  # taken once, at the first watch (the harness's, before the submission loads)
+        torch_at_start()  # taken once, at the first watch (the harness's, before the submission loads)
 
     def __exit__(self, *exc):
         self._exiting = True
@@ -58,7 +58,11 @@ class ForbiddenOps(TorchDispatchMode):
         if op.endswith("_") and not op.endswith("__"):  # in-place twins (mul_, exp_) do the same work
             op = op[:-1]
         if self.allowed is not None:
-            if func.namespace == "aten" and _registered_since_start(func):
+            if foreign := [t for t in types if _dispatcher(t) not in torch_at_start()[1]]:
+                # Its handler runs with every mode off the stack, this one included (red team round 59: torch.mm
+                # inside a subclass's `__torch_dispatch__`, behind an allowed view of the wrapper)
+                op = f"{op} (on a tensor subclass that dispatches itself: {foreign[0].__qualname__})"
+            elif func.namespace == "aten" and _registered_since_start(func):
                 op = f"{func.name()} (an overload or kernel the submission registered)"  # allowed by name or not
             elif op in self.allowed or (op in INTERPRETER_OPS and _in_launch() and _called_by_interpreter()):
                 op = None
@@ -67,21 +71,41 @@ class ForbiddenOps(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@functools.cache
-def dispatch_tables() -> dict[str, str]:
-    """Every aten operator's dispatch table as torch registered it (`_dispatch_dump`: each key's kernel and where
-    it was registered). First called by the worker's warm-up, before any submission is imported: an overload that
-    a submission defines in aten's own namespace (`aten::empty.kd`, named like an allowed operator) is not among
-    them, and a kernel it registers for an allowed one (`aten::diagonal` on the CPU key) changes its table (red
-    team round 56). torch's own lazy imports (dynamo, inductor, decompositions) change no aten table."""
-    return {name: torch._C._dispatch_dump(name) for name in torch._C._dispatch_get_all_op_names()
-            if name.startswith("aten::")}
+_AT_START: tuple[frozenset[tuple[str, str]], frozenset[object]] | None = None
+
+
+def torch_at_start() -> tuple[frozenset[tuple[str, str]], frozenset[object]]:
+    """What torch runs as registered before any submission code: every aten operator's dispatch table (name,
+    `_dispatch_dump`: each key's kernel and where it was registered) and the `__torch_dispatch__` of every tensor
+    subclass loaded (torch's own: FakeTensor, FunctionalTensor, ...). Taken once, by the worker's warm-up; later
+    calls return the first record (a cache a submission could clear was taken again after its registrations: red
+    team round 59), and `Tampering` guards the record and what reads it.
+
+    An overload that a submission defines in aten's own namespace (`aten::empty.kd`, named like an allowed operator)
+    has no table in it, and a kernel it registers for an allowed one (`aten::diagonal` on the CPU key) changes that
+    table (red team round 56). torch's own lazy imports (dynamo, inductor, decompositions, export, ...) change none."""
+    global _AT_START
+    if _AT_START is None:
+        tables = frozenset((name, torch._C._dispatch_dump(name)) for name in torch._C._dispatch_get_all_op_names()
+                           if name.startswith("aten::"))
+        _AT_START = tables, frozenset(_dispatcher(cls) for cls in _tensor_subclasses(torch.Tensor))
+    return _AT_START
+
+
+def _tensor_subclasses(cls: type) -> list[type]:
+    return [sub for direct in cls.__subclasses__() for sub in (direct, *_tensor_subclasses(direct))]
+
+
+def _dispatcher(cls: type) -> object:
+    """The function a tensor type's `__torch_dispatch__` runs (a classmethod's own function), by identity."""
+    handler = getattr(cls, "__torch_dispatch__", None)
+    return getattr(handler, "__func__", handler)
 
 
 def _registered_since_start(func) -> bool:
     """Whether this aten operator runs other kernels than at the worker's start: a new overload, a table changed,
     or Python's dispatcher on, which runs kernels registered in Python (`OpOverload.py_impl`) that no table shows."""
-    return (dispatch_tables().get(func.name()) != torch._C._dispatch_dump(func.name())
+    return ((func.name(), torch._C._dispatch_dump(func.name())) not in torch_at_start()[0]
             or torch._C._dispatch_tls_is_dispatch_key_included(torch._C.DispatchKey.PythonDispatcher))
 
 
@@ -175,6 +199,11 @@ def _guarded(extra: dict[str, tuple[object, list[str]]]) -> dict[str, tuple[obje
         "kerneldojo.graders.profile": (profile, _own_callables(profile)),
         "kerneldojo.graders.correctness": (correctness, ["check_no_aliasing", "check_outputs"]),
         "ForbiddenOps": (ForbiddenOps, ["__torch_dispatch__", "__enter__", "__exit__"]),
+        # what the operator watch reads torch's state with, and its record of that state (red team round 59)
+        "kerneldojo.sandbox.worker.watches": (sys.modules[__name__], ["_AT_START", "torch_at_start", "_dispatcher",
+                                                                      "_registered_since_start", "_tensor_subclasses"]),
+        "torch._C": (torch._C, ["_dispatch_dump", "_dispatch_tls_is_dispatch_key_included",
+                                "_dispatch_get_all_op_names"]),
         "Tampering": (Tampering, ["changed"]),
         **extra,
     }
