@@ -94,13 +94,8 @@ class DockerSolution(WorkerSolution):
     def __init__(self, task: Task, build: Build, device: Device, limits: dict[str, float] | None = None,
                  config: DockerConfig | None = None):
         self.limits = {**LIMITS_S, **(limits or {})}
-        self._shapes_run: set[tuple] = set()
-        self._shapes_timed: set[tuple] = set()
         self._worker = _take_container(device, config or DockerConfig())
-        # Connected, so its worker is set up: the container's processes now are its own, before any submission code.
-        self._processes = self._cgroup_processes()
-        self._load(task, build)
-        self._no_process_left("load")
+        self._start(task, build, {})  # connected, so its worker is set up (the container is its protection)
 
 
 # ---------------------------------------------------------------------------------------------

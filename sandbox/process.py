@@ -81,14 +81,19 @@ class WorkerSolution:
 
     def __init__(self, task: Task, build: Build, device: Device, limits: dict[str, float] | None = None):
         self.limits = {**LIMITS_S, **(limits or {})}
+        self._worker = _take_worker(device, self.limits)
+        # What the worker could set up around itself (namespaces, limits), for the judge to log; it comes once the
+        # worker is set up.
+        self._start(task, build, self._worker.protections(timeout=self.limits["load"]))
+
+    def _start(self, task: Task, build: Build, protections: dict) -> None:
+        """Every backend's, once its worker is set up: the processes its cgroup holds now are the worker's own, taken
+        before any submission code runs; then the load."""
+        self.protections = protections
+        self.load_s = 0.0  # what the worker says its load took (the judge clamps it to the wall time)
         self._shapes_run: set[tuple] = set()
         self._shapes_timed: set[tuple] = set()  # a shape's second timing may see no process appear (`Retime`)
-        self._worker = _take_worker(device, self.limits)
-        self.load_s = 0.0  # what the worker says its load took (the judge clamps it to the wall time)
-        # What the worker could set up around itself (namespaces, limits), for the judge to log; it comes once the
-        # worker is set up, so the processes its cgroup holds then are the worker's own, before any submission code.
-        self.protections = self._worker.protections(timeout=self.limits["load"])
-        self._processes = self._cgroup_processes() if "worker" not in self.protections else None  # no report: unknown
+        self._processes = self._cgroup_processes() if "worker" not in protections else None  # no report: unknown
         self._load(task, build)
         self._no_process_left("load")
 
