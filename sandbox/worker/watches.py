@@ -7,6 +7,7 @@ undo what it can see. What each finds is reported to the judge as a flag (`grade
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 import os
@@ -58,12 +59,15 @@ class ForbiddenOps(TorchDispatchMode):
         if op.endswith("_") and not op.endswith("__"):  # in-place twins (mul_, exp_) do the same work
             op = op[:-1]
         if self.allowed is not None:
-            if foreign := [t for t in types if _dispatcher(t) not in torch_at_start()[1]]:
+            if foreign := [t for t in types if t not in torch_at_start().tensor_types]:
                 # Its handler runs with every mode off the stack, this one included (red team round 59: torch.mm
-                # inside a subclass's `__torch_dispatch__`, behind an allowed view of the wrapper)
+                # inside a subclass's `__torch_dispatch__`, behind an allowed view of the wrapper; round 60: a
+                # handler inherited from one of torch's own subclasses runs the class's hooks there)
                 op = f"{op} (on a tensor subclass that dispatches itself: {foreign[0].__qualname__})"
             elif func.namespace == "aten" and _registered_since_start(func):
-                op = f"{func.name()} (an overload or kernel the submission registered)"  # allowed by name or not
+                op = f"{func.name()} (an overload, kernel or dispatch key the submission put in)"  # allowed or not
+            elif func.namespace != "aten":  # the watch cannot see inside it (round 50)
+                op = f"{op} (a custom operator: call your kernels from solution() directly)"
             elif op in self.allowed or (op in INTERPRETER_OPS and _in_launch() and _called_by_interpreter()):
                 op = None
             if op is not None and op not in self.called:
@@ -71,42 +75,60 @@ class ForbiddenOps(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-_AT_START: tuple[frozenset[tuple[str, str]], frozenset[object]] | None = None
+@dataclasses.dataclass(frozen=True)
+class TorchAtStart:
+    """What torch runs, as registered before any submission code (`torch_at_start`)."""
+
+    tables: frozenset[tuple[str, str]]  # every aten operator's (name, `_dispatch_dump`)
+    tensor_types: frozenset[type]  # the tensor types whose own dispatch an operator call may go through
+    included_keys: int  # the dispatch keys a watched call runs with included (`DispatchKeySet.raw_repr`)
 
 
-def torch_at_start() -> tuple[frozenset[tuple[str, str]], frozenset[object]]:
-    """What torch runs as registered before any submission code: every aten operator's dispatch table (name,
-    `_dispatch_dump`: each key's kernel and where it was registered) and the `__torch_dispatch__` of every tensor
-    subclass loaded (torch's own: FakeTensor, FunctionalTensor, ...). Taken once, by the worker's warm-up; later
-    calls return the first record (a cache a submission could clear was taken again after its registrations: red
-    team round 59), and `Tampering` guards the record and what reads it.
+_AT_START: TorchAtStart | None = None
+
+
+def torch_at_start() -> TorchAtStart:
+    """What torch runs as registered before any submission code. Taken once, by the worker's warm-up; later calls
+    return the first record (a cache a submission could clear was taken again after its registrations: red team
+    round 59), and `Tampering` guards the record and what reads it.
 
     An overload that a submission defines in aten's own namespace (`aten::empty.kd`, named like an allowed operator)
     has no table in it, and a kernel it registers for an allowed one (`aten::diagonal` on the CPU key) changes that
-    table (red team round 56). torch's own lazy imports (dynamo, inductor, decompositions, export, ...) change none."""
+    table (red team round 56); torch's own lazy imports (dynamo, inductor, decompositions, export, ...) change none.
+    The tensor types are exact classes, not handlers (round 60: a handler can be inherited, or be an object naming
+    torch's): FakeTensor and FunctionalTensor, which `torch.compile` traces with. The included keys are what a
+    watched call sees with nothing pushed (round 60: a key included by the submission reached a backend fallback it
+    registered, which no operator's table shows)."""
     global _AT_START
     if _AT_START is None:
+        from torch._subclasses.fake_tensor import FakeTensor
+        from torch._subclasses.functional_tensor import FunctionalTensor
+
         tables = frozenset((name, torch._C._dispatch_dump(name)) for name in torch._C._dispatch_get_all_op_names()
                            if name.startswith("aten::"))
-        _AT_START = tables, frozenset(_dispatcher(cls) for cls in _tensor_subclasses(torch.Tensor))
+        probe = _IncludedKeys()
+        with probe:
+            torch.zeros(1).add_(1)
+        _AT_START = TorchAtStart(tables, frozenset({torch.Tensor, torch.nn.Parameter, FakeTensor, FunctionalTensor}),
+                                 probe.seen)
     return _AT_START
 
 
-def _tensor_subclasses(cls: type) -> list[type]:
-    return [sub for direct in cls.__subclasses__() for sub in (direct, *_tensor_subclasses(direct))]
+class _IncludedKeys(TorchDispatchMode):
+    seen = 0
 
-
-def _dispatcher(cls: type) -> object:
-    """The function a tensor type's `__torch_dispatch__` runs (a classmethod's own function), by identity."""
-    handler = getattr(cls, "__torch_dispatch__", None)
-    return getattr(handler, "__func__", handler)
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen |= torch._C._dispatch_tls_local_include_set().raw_repr()
+        return func(*args, **(kwargs or {}))
 
 
 def _registered_since_start(func) -> bool:
-    """Whether this aten operator runs other kernels than at the worker's start: a new overload, a table changed,
-    or Python's dispatcher on, which runs kernels registered in Python (`OpOverload.py_impl`) that no table shows."""
-    return ((func.name(), torch._C._dispatch_dump(func.name())) not in torch_at_start()[0]
-            or torch._C._dispatch_tls_is_dispatch_key_included(torch._C.DispatchKey.PythonDispatcher))
+    """Whether this aten operator may run other kernels than at the worker's start: a new overload, a table changed,
+    a dispatch key included that a call does not have (a backend fallback the submission registered for it), or
+    Python's dispatcher on, which runs kernels registered in Python (`OpOverload.py_impl`) that no table shows."""
+    start = torch_at_start()
+    return ((func.name(), torch._C._dispatch_dump(func.name())) not in start.tables
+            or torch._C._dispatch_tls_local_include_set().raw_repr() & ~start.included_keys != 0)
 
 
 def _called_by_interpreter() -> bool:
@@ -200,10 +222,9 @@ def _guarded(extra: dict[str, tuple[object, list[str]]]) -> dict[str, tuple[obje
         "kerneldojo.graders.correctness": (correctness, ["check_no_aliasing", "check_outputs"]),
         "ForbiddenOps": (ForbiddenOps, ["__torch_dispatch__", "__enter__", "__exit__"]),
         # what the operator watch reads torch's state with, and its record of that state (red team round 59)
-        "kerneldojo.sandbox.worker.watches": (sys.modules[__name__], ["_AT_START", "torch_at_start", "_dispatcher",
-                                                                      "_registered_since_start", "_tensor_subclasses"]),
-        "torch._C": (torch._C, ["_dispatch_dump", "_dispatch_tls_is_dispatch_key_included",
-                                "_dispatch_get_all_op_names"]),
+        "kerneldojo.sandbox.worker.watches": (sys.modules[__name__], ["_AT_START", "torch_at_start",
+                                                                      "_registered_since_start"]),
+        "torch._C": (torch._C, ["_dispatch_dump", "_dispatch_tls_local_include_set", "_dispatch_get_all_op_names"]),
         "Tampering": (Tampering, ["changed"]),
         **extra,
     }
