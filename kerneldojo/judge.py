@@ -189,18 +189,43 @@ class Judge:
         check_language(task, language)
         # A source no compiler takes fails in the compile step, as a result; it has no key (it cannot be encoded).
         key = self._result_key(task, language, source) if self.result_cache and not source_problem(source) else None
-        if key and not retime and (stored := self.result_cache.get(key)) is not None:
+        stored = self.result_cache.get(key) if key and not retime else None
+        if stored is not None and stored.status == "ok":
+            # A stored `ok` is one draw of the inputs: its correctness is checked again on fresh seeds, and only its
+            # timing is reused (red team round 61: a kernel wrong on one input in six, resubmitted byte for byte once
+            # a variant's draw passed, was paid `ok` from then on).
+            again, _ = self._graded(task, source, language, timed=False)
+            if again.status != "ok":
+                again.messages.append("a stored `ok` of this exact source did not hold on fresh inputs")
+                return self._finished(again, started)
+        if stored is not None:
             stored.reused, stored.phases = True, {}
             stored.reward = self.reward.of(stored)
             stored.wall_s = time.perf_counter() - started
             return stored
+        result, deterministic = self._graded(task, source, language, self.timed)
+        result = self._finished(result, started)
+        # A timed `ok` is what every check says only where the evidence pass ran: one stored from a step the sampled
+        # pass skipped paid a cheat it catches one step in EVIDENCE_ONE_IN on every resubmission of the same source
+        # (red team round 31: reroll until a step is not drawn, then resubmit that string).
+        unchecked = result.status == "ok" and self.evidence != "off" and not speed_audited(self.timed, result.evidence)
+        # A flag of the evidence pass (it runs only where nothing else fired) may be the machine's doing: a replay
+        # killed twice, ncu's durations stretched by other judges' kernels (red team rounds 36, 37: fines kept).
+        deterministic = deterministic and not (result.status == "flagged" and result.evidence is not None)
+        if key and deterministic and not unchecked and result.status in CACHED_STATUSES:
+            self.result_cache.put(key, result)
+        return result
+
+    def _graded(self, task: Task, source: str, language: str, timed: bool) -> tuple[EvalResult, bool]:
+        """The verdict of one grading (`timed`: with the timing and its evidence), and whether the machine's state
+        could not have caused it."""
         result = EvalResult(
             task=task.id, language=language, device=self.device.name, mode=self.device.mode,
             status="ok", versions=versions(),
         )  # fmt: skip
-        deterministic = True  # a verdict the machine's state could not have caused
+        deterministic = True
         try:
-            self._grade(task, source, language, result)
+            self._grade(task, source, language, result, timed)
         except CompileTimeout as e:  # a loaded machine may have caused it: not stored
             result.status, result.messages, deterministic = "compile_error", [*result.messages, str(e)], False
         except CompileError as e:
@@ -223,6 +248,10 @@ class Judge:
         except Exception as e:  # a CUDA error surfacing at a synchronize, a bad return value, ...
             result.status = "runtime_error"
             result.messages.append(f"{type(e).__name__}: {e}")
+        return result, deterministic
+
+    def _finished(self, result: EvalResult, started: float) -> EvalResult:
+        """Its messages printable, its reward, its wall time."""
         if self.device.mode == "gpu":  # the step's inputs and references, cached by torch, back to the GPU: its
             torch.cuda.empty_cache()  # workers and other judges need them (four judges held 14 GiB each, idle)
         # Every message may quote the submission (its errors, its output, its compiler's): printable, whoever shows it.
@@ -234,15 +263,6 @@ class Judge:
             result.status, result.reward = "runtime_error", self.reward.failure
             result.messages.append(f"no reward: {e}")
         result.wall_s = time.perf_counter() - started
-        # A timed `ok` is what every check says only where the evidence pass ran: one stored from a step the sampled
-        # pass skipped paid a cheat it catches one step in EVIDENCE_ONE_IN on every resubmission of the same source
-        # (red team round 31: reroll until a step is not drawn, then resubmit that string).
-        unchecked = result.status == "ok" and self.evidence != "off" and not speed_audited(self.timed, result.evidence)
-        # A flag of the evidence pass (it runs only where nothing else fired) may be the machine's doing: a replay
-        # killed twice, ncu's durations stretched by other judges' kernels (red team rounds 36, 37: fines kept).
-        deterministic = deterministic and not (result.status == "flagged" and result.evidence is not None)
-        if key and deterministic and not unchecked and result.status in CACHED_STATUSES:
-            self.result_cache.put(key, result)
         return result
 
     def _result_key(self, task: Task, language: str, source: str) -> str:
@@ -255,7 +275,7 @@ class Judge:
                  json.dumps(settings)]  # fmt: skip
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
-    def _grade(self, task: Task, source: str, language: str, result: EvalResult) -> None:
+    def _grade(self, task: Task, source: str, language: str, result: EvalResult, timed: bool) -> None:
         if self.profile and self.device.mode == "cpu":
             result.ncu = NcuProfile(note=NO_GPU_PROFILE)
         with _phase(result, "compile"):
@@ -274,10 +294,10 @@ class Judge:
             return
         if task.spec.distributed:  # before any reference is timed: where it cannot run, say so at once
             devices = self._rank_devices(task)
-        if self.timed:  # before any submission code runs, so nothing it leaves behind can slow the reference
+        if timed:  # before any submission code runs, so nothing it leaves behind can slow the reference
             with _phase(result, "reference"):
                 reference_times = {str(case): self._reference_times_for(task, case) for case in task.cases("bench")}
-        if self.timed and self.evidence != "off" and self.isolation == "process" and not task.spec.distributed:
+        if timed and self.evidence != "off" and self.isolation == "process" and not task.spec.distributed:
             # Its replay readies (its inputs too) while this step runs; not while the reference is timed above. On
             # every timed step, drawn or not: a worker sees replays start (red team round 26: in sampled mode, one
             # started only on drawn steps told the submission when it was watched).
@@ -295,8 +315,8 @@ class Judge:
         try:
             try:
                 with _phase(result, "correctness"):
-                    self._check(task, solution, result)
-                if self.timed:
+                    self._check(task, solution, result, timed)
+                if timed:
                     with self._gpu.exclusive():
                         self._time(task, solution, result, reference_times)  # its phases: timing, profile, recheck
             except (Flagged, SubmissionTimeout):
@@ -315,7 +335,7 @@ class Judge:
             solution.close()
         # Drawn now that the worker is gone: nothing it could observe depended on the draw.
         drawn = self.evidence == "always" or (self.evidence == "sampled" and secrets.randbelow(EVIDENCE_ONE_IN) == 0)
-        if self.timed and drawn:  # nothing of the worker runs beside the replay
+        if timed and drawn:  # nothing of the worker runs beside the replay
             self._evidence(task, build, own, result)
         if self.device.mode == "cpu":
             result.messages.append(CPU_MODE_NOTE)
@@ -533,7 +553,7 @@ class Judge:
         return CollectiveSolution(devices, lambda d: WorkerSolution(task, build, _on(self.device, d), self.limits),
                                   buffer_bytes)
 
-    def _check(self, task: Task, solution: SubmissionHandle, result: EvalResult) -> None:
+    def _check(self, task: Task, solution: SubmissionHandle, result: EvalResult, timed: bool) -> None:
         cases = task.cases("small" if self.device.mode == "cpu" else "test")
         seeds = [secrets.randbits(31) for _ in range(self.seeds)]
         worst = 0.0
@@ -557,7 +577,7 @@ class Judge:
                     _check_same_output(seen, got, expected, str(case), task.tolerance(case.dtype).atol)
                 worst = max(worst, error)
                 result.cases_checked += 1
-        if self.timed:  # each bench shape's first call (its compile: Triton's ptxas, an autotuner) is made here, so
+        if timed:  # each bench shape's first call (its compile: Triton's ptxas, an autotuner) is made here, so
             for case in task.cases("bench"):  # no new process of the worker's belongs in the timing (red team 49)
                 with self._gpu.shared():
                     pristine = task.reference.make_inputs(case.shape, secrets.randbits(31), self.device.torch_device)

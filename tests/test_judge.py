@@ -327,9 +327,9 @@ def test_each_bench_shape_is_called_and_checked_before_the_timing(monkeypatch, w
     small = [case.shape["n"] for case in task.cases("small")]
     if wrong_at_bench:
         with pytest.raises(WrongOutput, match="n=5003"):
-            judge._check(task, Solution(), result)
+            judge._check(task, Solution(), result, judge.timed)
         assert called == [n for n in small for _ in range(2)] + [5003]
     else:
-        judge._check(task, Solution(), result)
+        judge._check(task, Solution(), result, judge.timed)
         assert called == [n for n in small for _ in range(2)] + [5003, 9001]  # a seed and the perturbed, then bench
         assert result.cases_checked == 2 * len(small) + 2

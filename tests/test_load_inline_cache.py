@@ -184,9 +184,9 @@ def test_a_worker_cannot_write_into_the_cache(problem, judge, first):
     assert library.read_bytes() == original and not library.with_name("planted.so").exists()
 
 
-def test_cuda_load_inline_is_still_skipped_in_cpu_mode(judge):
+def test_a_cuda_load_inline_in_cpu_mode_is_not_built_ahead_and_fails_saying_why(judge):
     result = kernelbench.load(CUDA_PROBLEM, check_degenerate=False).evaluate(CUDA_SOLUTION.read_text(), judge)
-    assert result.status == "skipped" and "load_inline" in result.messages[0]
+    assert result.status == "compile_error" and "needs a GPU judge" in result.messages[0], result.messages
 
 
 @pytest.mark.gpu

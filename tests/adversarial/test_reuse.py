@@ -51,3 +51,25 @@ def test_an_unchecked_ok_and_a_cpu_mode_ok_are_not_served_again(tmp_path):
         queue.close()
     assert verdicts == [("ok", False), ("flagged", False), ("flagged", False)]  # each judged: the pass drawn after
     assert pool.calls == 3
+
+
+def test_a_stored_ok_is_checked_again_on_fresh_inputs_before_it_is_served(tmp_path):
+    """Red team round 61: `ok` was stored as if the source alone decided it, but the inputs it was checked on are a
+    random draw: a kernel wrong on one input in six, resubmitted byte for byte once a variant's draw passed, was paid
+    `ok` from then on. Here the lucky draw is planted in the cache; the resubmission is checked again and is `wrong`,
+    while an honest kernel's stored `ok` is served (`reused`)."""
+    from kerneldojo.judge import Judge
+
+    judge = Judge("cpu", seeds=1, result_cache=tmp_path / "results")
+    task = get_task("vector_add")
+    honest = task.starter("triton")
+    wrong = honest.replace("x + y", "x + y + (x > 1.0)")
+    assert wrong != honest
+    lucky = judge.evaluate(task, honest)
+    assert lucky.status == "ok" and not lucky.reused
+    judge.result_cache.put(judge._result_key(task, "triton", wrong), lucky)
+    again = judge.evaluate(task, wrong)
+    assert again.status == "wrong" and not again.reused, again.messages
+    assert "did not hold on fresh inputs" in again.messages[-1]
+    served = judge.evaluate(task, honest)
+    assert served.status == "ok" and served.reused
