@@ -337,8 +337,12 @@ class _Pickler(pickle.Pickler):
 
 
 def _tensor_record(t: torch.Tensor) -> tuple:
-    # The whole storage with offset and strides, so strided views arrive as the same views.
+    # The whole storage with offset and strides, so strided views arrive as the same views; a contiguous view of a
+    # larger allocation (outputs carved from one buffer) as its own elements, which a reply's cap is sized for (red
+    # team round 61: an honest kernel's two outputs in one buffer were refused as over the cap).
     t = t.detach()
+    if t.is_contiguous() and t.untyped_storage().nbytes() > t.nbytes:
+        t = t.clone()
     storage = t.untyped_storage()
     if storage.device.type != "cpu":
         storage = storage.cpu()

@@ -219,3 +219,23 @@ def test_a_task_that_forbids_a_copy_forbids_every_copy():
     for task_id in list_tasks():
         forbidden = set(get_task(task_id).spec.forbidden)
         assert not forbidden & COPY_OPS or forbidden >= COPY_OPS, (task_id, sorted(COPY_OPS - forbidden))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_row_sums_estimated_from_part_of_each_row_are_wrong_at_every_long_shape(dtype):
+    """Red team round 61: bfloat16 row sums of 4096 elements plus the known mean (0.5) of the rest passed every test
+    and bench shape. Rows now have their own means and spikes; the estimators (the known mean, and the mean of the
+    part read) fail at every test shape a kernel could skip part of (cols >= 32769)."""
+    from kerneldojo.graders.correctness import WrongOutput, check_outputs
+
+    task = get_task("row_sum")
+    for case in (c for c in task.cases("test") if c.dtype == dtype and c.shape["cols"] > 2 * 4096):
+        for seed in range(3):
+            (x,) = task.reference.make_inputs(case.shape, seed, "cpu")
+            (expected,) = task.expected(x, shape=case.shape)
+            part, rest = x[:, :4096].float(), case.shape["cols"] - 4096
+            for mean in (0.5, part.mean(dim=1)):
+                estimate = (part.sum(dim=1) + mean * rest).to(x.dtype)
+                with pytest.raises(WrongOutput):
+                    check_outputs((estimate,), (expected,), task.tolerance(case.dtype), str(case))
+            check_outputs((x.float().sum(dim=1).to(x.dtype),), (expected,), task.tolerance(case.dtype), str(case))

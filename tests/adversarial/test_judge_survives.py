@@ -163,6 +163,24 @@ def test_a_reply_that_repeats_a_tensors_data_is_refused():
         loads(Frame(buffer.getvalue()), torch.device("cpu"))
 
 
+def test_outputs_carved_from_one_allocation_travel_as_their_own_elements():
+    """Red team round 61 (a false positive): an honest kernel's two outputs, views of one buffer, each sent their
+    whole storage, and the reply was refused over its cap (the outputs' bytes and 4 MiB). A contiguous view now
+    travels as its own elements; a strided one keeps its storage, so it arrives as the same view (its layout is
+    checked against the reference's)."""
+    from kerneldojo.sandbox.protocol import dumps, loads
+
+    buffer = torch.randn(2, 600, 1024)
+    h, y = buffer[0], buffer[1]
+    frame = dumps((h, y))
+    assert len(frame.data) < h.nbytes + y.nbytes + 4096
+    got_h, got_y = loads(frame, torch.device("cpu"))
+    assert torch.equal(got_h, h) and torch.equal(got_y, y) and got_h.is_contiguous()
+    strided = buffer[:, :, ::2]
+    (got,) = loads(dumps((strided,)), torch.device("cpu"))
+    assert torch.equal(got, strided) and got.stride() == strided.stride()
+
+
 DEEP_TREE = """
 import os
 
