@@ -191,10 +191,11 @@ class Judge:
         key = self._result_key(task, language, source) if self.result_cache and not source_problem(source) else None
         stored = self.result_cache.get(key) if key and not retime else None
         if stored is not None and stored.status == "ok":
-            # A stored `ok` is one draw of the inputs: its correctness is checked again on fresh seeds, and only its
-            # timing is reused (red team round 61: a kernel wrong on one input in six, resubmitted byte for byte once
-            # a variant's draw passed, was paid `ok` from then on).
-            again, _ = self._graded(task, source, language, timed=False)
+            # A stored `ok` is one draw of the inputs: its correctness is checked again on fresh seeds, bench shapes
+            # included where it was timed, and only its timing is reused (red team round 61: a kernel wrong on one
+            # input in six, resubmitted byte for byte once a variant's draw passed, was paid `ok` from then on;
+            # round 62: the bench shapes too).
+            again, _ = self._graded(task, source, language, timed=False, bench=self.timed)
             if again.status != "ok":
                 again.messages.append("a stored `ok` of this exact source did not hold on fresh inputs")
                 return self._finished(again, started)
@@ -203,7 +204,7 @@ class Judge:
             stored.reward = self.reward.of(stored)
             stored.wall_s = time.perf_counter() - started
             return stored
-        result, deterministic = self._graded(task, source, language, self.timed)
+        result, deterministic = self._graded(task, source, language, timed=self.timed, bench=self.timed)
         result = self._finished(result, started)
         # A timed `ok` is what every check says only where the evidence pass ran: one stored from a step the sampled
         # pass skipped paid a cheat it catches one step in EVIDENCE_ONE_IN on every resubmission of the same source
@@ -216,16 +217,16 @@ class Judge:
             self.result_cache.put(key, result)
         return result
 
-    def _graded(self, task: Task, source: str, language: str, timed: bool) -> tuple[EvalResult, bool]:
-        """The verdict of one grading (`timed`: with the timing and its evidence), and whether the machine's state
-        could not have caused it."""
+    def _graded(self, task: Task, source: str, language: str, timed: bool, bench: bool) -> tuple[EvalResult, bool]:
+        """The verdict of one grading (`timed`: with the timing and its evidence; `bench`: the bench shapes checked
+        too), and whether the machine's state could not have caused it."""
         result = EvalResult(
             task=task.id, language=language, device=self.device.name, mode=self.device.mode,
             status="ok", versions=versions(),
         )  # fmt: skip
         deterministic = True
         try:
-            self._grade(task, source, language, result, timed)
+            self._grade(task, source, language, result, timed, bench)
         except CompileTimeout as e:  # a loaded machine may have caused it: not stored
             result.status, result.messages, deterministic = "compile_error", [*result.messages, str(e)], False
         except CompileError as e:
@@ -275,7 +276,8 @@ class Judge:
                  json.dumps(settings)]  # fmt: skip
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
-    def _grade(self, task: Task, source: str, language: str, result: EvalResult, timed: bool) -> None:
+    def _grade(self, task: Task, source: str, language: str, result: EvalResult, timed: bool, bench: bool
+               ) -> None:  # fmt: skip
         if self.profile and self.device.mode == "cpu":
             result.ncu = NcuProfile(note=NO_GPU_PROFILE)
         with _phase(result, "compile"):
@@ -315,7 +317,7 @@ class Judge:
         try:
             try:
                 with _phase(result, "correctness"):
-                    self._check(task, solution, result, timed)
+                    self._check(task, solution, result, bench)
                 if timed:
                     with self._gpu.exclusive():
                         self._time(task, solution, result, reference_times)  # its phases: timing, profile, recheck
@@ -553,7 +555,7 @@ class Judge:
         return CollectiveSolution(devices, lambda d: WorkerSolution(task, build, _on(self.device, d), self.limits),
                                   buffer_bytes)
 
-    def _check(self, task: Task, solution: SubmissionHandle, result: EvalResult, timed: bool) -> None:
+    def _check(self, task: Task, solution: SubmissionHandle, result: EvalResult, bench: bool) -> None:
         cases = task.cases("small" if self.device.mode == "cpu" else "test")
         seeds = [secrets.randbits(31) for _ in range(self.seeds)]
         worst = 0.0
@@ -577,10 +579,14 @@ class Judge:
                     _check_same_output(seen, got, expected, str(case), task.tolerance(case.dtype).atol)
                 worst = max(worst, error)
                 result.cases_checked += 1
-        if timed:  # each bench shape's first call (its compile: Triton's ptxas, an autotuner) is made here, so
-            for case in task.cases("bench"):  # no new process of the worker's belongs in the timing (red team 49)
-                with self._gpu.shared():
-                    pristine = task.reference.make_inputs(case.shape, secrets.randbits(31), self.device.torch_device)
+        if bench:  # each bench shape's first call (its compile: Triton's ptxas, an autotuner) is made here, so no
+            for case in task.cases("bench"):  # new process of the worker's belongs in the timing (red team round 49),
+                with self._gpu.shared():  # on inputs with a few elements changed: structure in how they are drawn
+                    # (rotary tables derived from one integer a token) is no shortcut at sizes no test shape has
+                    # (red team round 62)
+                    pristine = _perturbed(task.reference.make_inputs(case.shape, secrets.randbits(31),
+                                                                     self.device.torch_device),
+                                          getattr(task.reference, "unperturbed", ()))
                     worst = max(worst, self._checked_run(task, solution, case, pristine, None)[2])
                 result.cases_checked += 1
         result.max_abs_error = worst
@@ -766,10 +772,12 @@ class Judge:
 EVIDENCE_MODES = ("always", "sampled", "off")
 EVIDENCE_ONE_IN = 8  # evidence="sampled": the share of timed steps replayed under Nsight Compute
 
-# Stored verdicts: those the submission alone decides. A timeout or a runtime error can come from the machine
-# (another process holding the GPU or the memory, a loaded host, a worker killed from outside), "skipped"
-# from what this host lacks, and a compile error from nvcc's time limit: those are judged again each time.
-CACHED_STATUSES = frozenset({"ok", "wrong", "compile_error", "flagged"})
+# Stored verdicts: those the submission alone decides, and `ok` for its timing (its correctness is checked again on
+# fresh inputs before it is served: red team round 61). A timeout or a runtime error can come from the machine
+# (another process holding the GPU or the memory, a loaded host, a worker killed from outside), "skipped" from what
+# this host lacks, a compile error from nvcc's time limit, and `wrong` from a draw of the inputs (an honest kernel
+# unlucky once kept it: round 62): those are judged again each time.
+CACHED_STATUSES = frozenset({"ok", "compile_error", "flagged"})
 
 
 class ResultCache:

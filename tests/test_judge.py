@@ -333,3 +333,34 @@ def test_each_bench_shape_is_called_and_checked_before_the_timing(monkeypatch, w
         judge._check(task, Solution(), result, judge.timed)
         assert called == [n for n in small for _ in range(2)] + [5003, 9001]  # a seed and the perturbed, then bench
         assert result.cases_checked == 2 * len(small) + 2
+
+
+def test_each_bench_shapes_checked_call_has_a_few_inputs_changed(monkeypatch):
+    """Red team round 62: rotary_embedding's tables are derived from one integer position a token, so a kernel that
+    read one pair of them and recomputed the rest passed at the bench shapes, where no check changed an input (the
+    perturbed last check ran at test shapes only). The bench shapes' checked calls now get the same few changes."""
+    import secrets
+
+    from kerneldojo.judge import Judge
+    from kerneldojo.result import EvalResult, Versions
+    from kerneldojo.tasks import Case, Task
+
+    task = get_task("vector_add")
+    bench = Case((("n", 20011),), "float32")
+    cases = Task.cases
+    monkeypatch.setattr(Task, "cases", lambda self, kind: [bench] if kind == "bench" else cases(self, kind))
+    monkeypatch.setattr(secrets, "randbits", lambda bits: 7)
+    seen = {}
+
+    class Solution:
+        def run(self, inputs, shape, outputs):
+            seen[shape["n"]] = [t.clone() for t in inputs]
+            return (inputs[0] + inputs[1],)
+
+    judge = Judge("cpu", seeds=1)
+    result = EvalResult(task="vector_add", language="triton", device="cpu", mode="cpu", status="ok",
+                        versions=Versions(kerneldojo="0", python="3", torch="2"))  # fmt: skip
+    judge._check(task, Solution(), result, bench=True)
+    drawn = task.reference.make_inputs(bench.shape, 7, "cpu")
+    changed = [int((got != want).sum()) for got, want in zip(seen[20011], drawn)]
+    assert all(0 < n <= 20011 // 1000 for n in changed), changed

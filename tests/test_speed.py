@@ -57,7 +57,7 @@ def test_a_timed_ok_is_stored_only_where_the_evidence_pass_ran(tmp_path):
     judge = Judge("cpu", result_cache=tmp_path)
     judge.timed, judge.evidence = True, "sampled"  # as on a GPU; the steps below are the judge's own outcomes
     drawn = []
-    judge._grade = lambda task, source, language, result: setattr(
+    judge._grade = lambda task, source, language, result, *how: setattr(
         result, "evidence", Evidence(case="n=1", claimed_ms=1.0) if drawn else None)
     source = subs.VECTOR_ADD_TRITON + "\n# sampled\n"
     assert [judge.evaluate("vector_add", source, "triton").reused for _ in range(2)] == [False, False]
@@ -77,7 +77,7 @@ def test_no_verdict_the_pass_left_open_or_the_machine_may_have_caused_is_stored(
     judge = Judge("cpu", result_cache=tmp_path)
     judge.timed, judge.evidence = True, "sampled"
 
-    def grade(task, source, language, result):
+    def grade(task, source, language, result, *how):
         result.evidence = Evidence(case="n=1", claimed_ms=1.0, one_in=8)
         if outcome != "a pass that decided nothing":  # a flag of the pass: the machine may have caused it (round 37)
             raise Flagged({outcome: f"{outcome}: the replay died twice, or other judges' kernels stretched ncu's"})
