@@ -78,11 +78,12 @@ _FLOAT_OPS = frozenset({
 
 def _math(name: str):
     """numpy's version of a libdevice function (`__nv_rsqrtf` -> rsqrt), computed in the argument's precision."""
-    import numpy as np
-    import torch
+    import math
 
-    def erf(x):
-        return torch.special.erf(torch.from_numpy(np.ascontiguousarray(x))).numpy()
+    import numpy as np
+
+    def erf(x):  # not torch's: an aten operator inside a launch is the submission's to the operator watch (round 64)
+        return np.vectorize(math.erf, otypes=[np.float64])(x).astype(np.asarray(x).dtype)
 
     table = {
         "rsqrt": lambda x: 1 / np.sqrt(x), "sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2, "log": np.log,
@@ -165,10 +166,21 @@ def _patch_bf16() -> None:
         """Triton's `extra.libdevice` stubs are bound by the GPU compiler; here, to the CUDA libdevice's own
         functions, whose extern calls run as numpy (`extern_elementwise`)."""
         scope = patch_lang(fn)
-        for name, value in list(fn.__globals__.items()):
-            if _is_libdevice_stub(value):
-                _libdevice_swaps.append((fn.__globals__, name, value))
-                fn.__globals__[name] = _interpreted_libdevice(value)
+        # the kernel's own names, and the libdevice modules' (`libdevice.tanh`, `tl.extra.cuda.libdevice.tanh`: red
+        # team round 64, an honest kernel calling through the module ran the stub's empty body)
+        modules = [vars(m) for name in ("triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice")
+                   if (m := sys.modules.get(name)) is not None]
+        for namespace in (fn.__globals__, *modules):
+            for name, value in list(namespace.items()):
+                if _is_libdevice_stub(value):
+                    try:
+                        interpreted = _interpreted_libdevice(value)
+                    except NotImplementedError:
+                        if namespace is fn.__globals__:
+                            raise
+                        continue  # a module's function no kernel here named: it fails if called, saying why
+                    _libdevice_swaps.append((namespace, name, value))
+                    namespace[name] = interpreted
         return scope
 
     int_to_tensor = interp._implicit_cvt
