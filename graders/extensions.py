@@ -47,7 +47,7 @@ def build_extensions(sources: list[str], arch: str | None = None, strict: bool =
         for call in runtime.load_inline_calls(source):
             if call.get("is_python_module", True) is not True or call.get("is_standalone"):
                 continue  # a torch.ops library or an executable: built by the worker, as before
-            if runtime.builds_cuda(call) and torch.version.cuda is None:
+            if not runtime.buildable_here(call):
                 continue  # not on this judge: the worker's call says why, if the solution makes it
             if refused := refused_flag(call):
                 if strict:
