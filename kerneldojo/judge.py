@@ -210,9 +210,6 @@ class Judge:
         # pass skipped paid a cheat it catches one step in EVIDENCE_ONE_IN on every resubmission of the same source
         # (red team round 31: reroll until a step is not drawn, then resubmit that string).
         unchecked = result.status == "ok" and self.evidence != "off" and not speed_audited(self.timed, result.evidence)
-        # A flag of the evidence pass (it runs only where nothing else fired) may be the machine's doing: a replay
-        # killed twice, ncu's durations stretched by other judges' kernels (red team rounds 36, 37: fines kept).
-        deterministic = deterministic and not (result.status == "flagged" and result.evidence is not None)
         if key and deterministic and not unchecked and result.status in CACHED_STATUSES:
             self.result_cache.put(key, result)
         return result
@@ -772,12 +769,14 @@ class Judge:
 EVIDENCE_MODES = ("always", "sampled", "off")
 EVIDENCE_ONE_IN = 8  # evidence="sampled": the share of timed steps replayed under Nsight Compute
 
-# Stored verdicts: those the submission alone decides, and `ok` for its timing (its correctness is checked again on
-# fresh inputs before it is served: red team round 61). A timeout or a runtime error can come from the machine
-# (another process holding the GPU or the memory, a loaded host, a worker killed from outside), "skipped" from what
-# this host lacks, a compile error from nvcc's time limit, and `wrong` from a draw of the inputs (an honest kernel
-# unlucky once kept it: round 62): those are judged again each time.
-CACHED_STATUSES = frozenset({"ok", "compile_error", "flagged"})
+# Stored verdicts: a compile error the source alone decides, and `ok` for its timing (its correctness is checked
+# again on fresh inputs before it is served: red team round 61). A timeout or a runtime error can come from the
+# machine (another process holding the GPU or the memory, a loaded host, a worker killed from outside), "skipped" from
+# what this host lacks, a compile error from nvcc's time limit, `wrong` from a draw of the inputs (an honest kernel
+# unlucky once kept it: round 62), and `flagged` from either (two seeds whose outputs collide, a value compiled in a
+# bench shape's second timing, a replay killed twice, ncu's durations stretched by other judges' kernels: rounds 36,
+# 37, 65): those are judged again each time.
+CACHED_STATUSES = frozenset({"ok", "compile_error"})
 
 
 class ResultCache:

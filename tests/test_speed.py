@@ -48,6 +48,18 @@ def test_identical_submission_is_reused_unless_retimed(tmp_path):
     assert len(stored) == 3 and all('"status":"ok"' in p.read_text() for p in stored)
 
 
+def test_a_flag_raised_while_the_submission_ran_is_judged_again(tmp_path):
+    """Red team round 65: a flag can hang on the draw of inputs (two seeds whose outputs collide: `same_output`) or
+    on the machine; stored, it kept an honest kernel's -1 for every resubmission of its source."""
+    from kerneldojo.judge import Judge
+
+    judge = Judge("cpu", result_cache=tmp_path)
+    source = "import torch\n\ndef solution(x, y):\n    return torch.add(x, y)\n# flagged\n"
+    results = [judge.evaluate("vector_add", source, "python") for _ in range(2)]
+    assert [(r.status, r.reused) for r in results] == [("flagged", False), ("flagged", False)], results
+    assert not list(tmp_path.rglob("*.json"))
+
+
 def test_a_timed_ok_is_stored_only_where_the_evidence_pass_ran(tmp_path):
     """Red team round 31: with the sampled evidence pass, an `ok` from a step the pass skipped was stored and paid on
     every resubmission of the same source, so a cheat it catches one step in eight needed one lucky step."""
