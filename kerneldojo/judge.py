@@ -295,7 +295,7 @@ class Judge:
             devices = self._rank_devices(task)
         if timed:  # before any submission code runs, so nothing it leaves behind can slow the reference
             with _phase(result, "reference"):
-                reference_times = {str(case): self._reference_times_for(task, case) for case in task.cases("bench")}
+                reference_times = self.time_references(task)
         if timed and self.evidence != "off" and self.isolation == "process" and not task.spec.distributed:
             # Its replay readies (its inputs too) while this step runs; not while the reference is timed above. On
             # every timed step, drawn or not: a worker sees replays start (red team round 26: in sampled mode, one
@@ -689,6 +689,15 @@ class Judge:
             inputs = task.reference.make_inputs(case.shape, seed, self.device.torch_device)
             expected = task.expected(*inputs, shape=case.shape)
             _compare(task, case, inputs, got, expected, f"{case}, a timed run")
+
+    def time_references(self, task: Task | str) -> dict[str, tuple[TimeStats | None, TimeStats | None]]:
+        """(eager, compiled) reference times of each bench case of `task`, from the reference cache or measured into
+        it: a batch or a service calls it ahead so that no submission's step waits for them. None where nothing is
+        timed (CPU mode)."""
+        if not self.timed:
+            return {}
+        task = get_task(task) if isinstance(task, str) else task
+        return {str(case): self._reference_times_for(task, case) for case in task.cases("bench")}
 
     def _reference_times_for(self, task: Task, case: Case) -> tuple[TimeStats | None, TimeStats | None]:
         if task.spec.distributed:  # a collective is compared with NCCL's; there is no compiled form of that

@@ -4,6 +4,7 @@ per task and language. Also the floor under any CUDA step: nvcc on an empty `ext
 
     python baselines/bench/bench_step_latency.py OUT_DIR [--steps 10] [--device auto] [--quick]
         [--rows vector_add:triton,vector_add:cuda,flash_attention:triton] [--budget-s 180] [--no-compiled-reference]
+        [--evidence always|sampled|off]
 
 Writes OUT_DIR/step_latency.json and .md. --quick: vector_add Triton only, 3 steps (runs on CPU). --rows: these
 rows only (default: the L1 rows below and every shipped level-3 baseline). --budget-s: each row gets an equal share
@@ -90,13 +91,17 @@ def main() -> None:
     parser.add_argument("--rows", help="task:language pairs, comma-separated (default: all rows)")
     parser.add_argument("--budget-s", type=float, default=None, help="wall-clock seconds for all rows together")
     parser.add_argument("--no-compiled-reference", action="store_true", help="time the eager reference only")
+    parser.add_argument("--evidence", choices=["always", "sampled", "off"], default="sampled",
+                        help="the evidence pass on every step (the Judge's default), on one in EVIDENCE_ONE_IN (the "
+                             "gym env's default, what an RL trainer's step costs) or never")
     args = parser.parse_args()
     started = time.perf_counter()
     from kerneldojo.baselines import shipped_solutions
     from kerneldojo.judge import Judge
     from kerneldojo.tasks import get_task, list_tasks
 
-    judge = Judge(args.device, result_cache=None, time_compiled_reference=not args.no_compiled_reference)
+    judge = Judge(args.device, result_cache=None, time_compiled_reference=not args.no_compiled_reference,
+                  evidence=args.evidence)
     gpu = judge.device.mode == "gpu"
     rows = [("vector_add", "triton")] if args.quick else list(ROWS)
     if args.rows:
@@ -117,8 +122,8 @@ def main() -> None:
         print(results[-1], file=sys.stderr, flush=True)
     floor = nvcc_floor(judge.device.arch)
     phases = sorted({n for r in results for n in r.get("phases_mean_s", {})})
-    table = [f"nvcc on an empty extern \"C\" file: {report.fmt(floor)} s. Steps per row: up to {steps} (p50/p90 "
-             "exclude the first); phases: mean seconds of the steps after the first.", "",
+    table = [f"nvcc on an empty extern \"C\" file: {report.fmt(floor)} s. Evidence pass: {args.evidence}. Steps per "
+             f"row: up to {steps} (p50/p90 exclude the first); phases: mean seconds of the steps after the first.", "",
              "| task | language | status | first (s) | p50 (s) | p90 (s) | " + " | ".join(phases) + " | kernel (ms) |",
              "|---|---|---|---|---|---|" + "---|" * len(phases) + "---|"]
     for r in results:
