@@ -86,6 +86,8 @@ def main() -> None:
     parser.add_argument("out")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--quick", action="store_true", help="vector_add only")
+    parser.add_argument("--evidence", choices=["always", "sampled", "off"], default="sampled",
+                        help="kerneldojo's evidence pass: the gym env's default (sampled) unless said")
     args = parser.parse_args()
     import torch
 
@@ -95,7 +97,7 @@ def main() -> None:
     from kerneldojo.judge import Judge
     from kerneldojo.tasks import get_task
 
-    judge = Judge(args.device, result_cache=None)
+    judge = Judge(args.device, result_cache=None, evidence=args.evidence)
     gpu = judge.device.mode == "gpu"
     rows = []
     for task_id, language in KERNELS[:1] if args.quick else KERNELS:
@@ -107,7 +109,8 @@ def main() -> None:
         step_s = time.perf_counter() - started
         ours = next((t.submission.median_ms for t in result.timings if t.case == str(case)), None)
         row = {"task": task_id, "language": language, "case": str(case), "kerneldojo_status": result.status,
-               "kerneldojo_kernel_ms": ours, "kerneldojo_wall_s": step_s, "kerneldojo_phases": result.phases}
+               "kerneldojo_kernel_ms": ours, "kerneldojo_wall_s": step_s, "kerneldojo_phases": result.phases,
+               "kerneldojo_evidence_drawn": result.evidence is not None}
         kb = kernelbench_style(task, source, judge.device.torch_device, case.shape, gpu)
         row |= {"kernelbench_correct": kb["correct"], "kernelbench_kernel_ms": kb["kernel_ms"],
                 "kernelbench_wall_s": kb["wall_s"]}
@@ -117,12 +120,14 @@ def main() -> None:
         rows.append(row)
         print(row, file=sys.stderr, flush=True)
     table = ["kernel time: kerneldojo the median (cold L2, host gate), KernelBench-style the mean of 100 CUDA-event "
-             "trials (warm L2), do_bench the median. Wall: one evaluation, end to end.", "",
+             "trials (warm L2), do_bench the median. Wall: one evaluation, end to end (kerneldojo's evidence pass: "
+             f"{args.evidence}; a * marks a step that drew it).", "",
              "| task | case | kerneldojo ms | KernelBench-style ms | do_bench ms | kerneldojo wall s | "
              "KernelBench-style wall s | do_bench wall s |", "|---|---|---|---|---|---|---|---|"]
     table += [f"| {r['task']} ({r['language']}) | {r['case']} | {report.fmt(r['kerneldojo_kernel_ms'], '.4g')} | "
               f"{report.fmt(r['kernelbench_kernel_ms'], '.4g')} | {report.fmt(r.get('do_bench_kernel_ms'), '.4g')} | "
-              f"{r['kerneldojo_wall_s']:.2f} | {r['kernelbench_wall_s']:.2f} | {report.fmt(r.get('do_bench_wall_s'))} |"
+              f"{r['kerneldojo_wall_s']:.2f}{'*' if r['kerneldojo_evidence_drawn'] else ''} | "
+              f"{r['kernelbench_wall_s']:.2f} | {report.fmt(r.get('do_bench_wall_s'))} |"
               for r in rows]
     report.write(args.out, "side_by_side", {"device": judge.device.name, "rows": rows}, table)
 
