@@ -51,8 +51,9 @@ log = logging.getLogger("kerneldojo.build")
 
 
 class CompileTimeout(CompileError):
-    """nvcc ran past the wall-clock backstop: on a loaded machine not necessarily the source's fault, so
-    the judge never stores it as a verdict (`judge.CACHED_STATUSES`)."""
+    """A build stopped by a limit or a signal (the wall-clock backstop, the CPU-time limit, a SIGKILL from the
+    memory cgroup, the host's OOM killer or outside): on a loaded machine not necessarily the source's fault, so
+    the judge never stores it as a verdict (`judge.CACHED_STATUSES`; red team round 66 for the killed builds)."""
 
 
 def cache_dir() -> Path:
@@ -294,7 +295,7 @@ def run_confined(tool: str, args: list[str], folder: Path, what: str, compiler: 
                  extra_ro: tuple[str, ...] = (), extra_env: dict[str, str] | None = None) -> tuple[int, str]:
     """`tool args` run confined in `folder` (`confined`): its exit status and output (stdout and stderr), the
     confinement it had logged; `extra_env` joins the worker's allowlisted environment. Past COMPILE_WALL_S it is
-    killed (CompileTimeout); a compiler process stopped past COMPILE_CPU_S is a CompileError. `what` and
+    killed, and a compiler process stopped past COMPILE_CPU_S or by any SIGKILL is too (CompileTimeout). `what` and
     `compiler` name the build in messages."""
     from kerneldojo.sandbox.isolation import Cgroup
     from kerneldojo.sandbox.protocol import MEMORY_CAP_BYTES, PROCESSES_CAP
@@ -330,8 +331,9 @@ def run_confined(tool: str, args: list[str], folder: Path, what: str, compiler: 
     output = _log_protections(output)
     # SIGKILL, SIGXCPU: as a signal, or as 128 + it (pid 1 of the build's pid namespace mirrors it so)
     if proc.returncode in (-9, -24, 137, 152) or (proc.returncode and re.search(r"signal (9|24)\b", output)):
-        raise CompileError(f"{compiler} was stopped building {what}: a compiler process used more than "
-                           f"{COMPILE_CPU_S} s of CPU time; simplify the templates or unrolling")
+        raise CompileTimeout(f"{compiler} was stopped building {what}: a compiler process used more than "
+                             f"{COMPILE_CPU_S} s of CPU time or was killed (memory, or the machine's); simplify the "
+                             "templates or unrolling")
     return proc.returncode, output
 
 

@@ -34,8 +34,10 @@ def harness_triton_cache(device_spec: str) -> dict[str, bytes]:
     with tempfile.TemporaryDirectory(prefix="kerneldojo-harness-") as folder:
         environment = {**kept(dict(os.environ)), "TRITON_CACHE_DIR": folder, "PYTHONPATH": os.pathsep.join(sys.path)}
         try:
+            # In the empty folder: `-m` puts the working folder first on the path, and a judge started in a source
+            # checkout would import the checkout's tree, not the installed package (the GPU machine's first try).
             subprocess.run([sys.executable, "-m", "kerneldojo.sandbox.harness_cache", device_spec, folder],
-                           env=environment, check=True, capture_output=True, timeout=COMPILE_LIMIT_S)
+                           env=environment, cwd=folder, check=True, capture_output=True, timeout=COMPILE_LIMIT_S)
         except (OSError, subprocess.SubprocessError) as e:
             detail = getattr(e, "stderr", b"") or b""
             warnings.warn(f"the harness's Triton kernels did not compile ahead ({e}; {detail[-500:]!r}): each GPU "

@@ -12,7 +12,6 @@ import kerneldojo
 from kerneldojo.cli import main
 from kerneldojo.graders import compile as compile_mod
 from kerneldojo.graders.compile import language_mismatch
-from kerneldojo.sandbox.protocol import CompileError
 
 
 def test_language_mismatch_names_both_languages():
@@ -94,7 +93,8 @@ def test_a_long_build_says_what_and_how_long(tmp_path, monkeypatch, caplog):
 def test_the_build_limit_is_cpu_time_not_wall_clock(tmp_path, monkeypatch):
     monkeypatch.setattr(compile_mod, "COMPILE_CPU_S", 1)
     nvcc = _fake_nvcc(tmp_path, "sleep 2; while :; do :; done")  # sleeping is free; spinning is not
-    with pytest.raises(CompileError, match="used more than 1 s of CPU time"):
+    # CompileTimeout: a verdict the machine may have caused (a SIGKILL from outside reads the same), never stored
+    with pytest.raises(compile_mod.CompileTimeout, match="used more than 1 s of CPU time"):
         compile_mod._run_nvcc(nvcc, "src", [], tmp_path / "b" / "submission.so", "matmul (cute, float32)", "")
 
 
