@@ -52,7 +52,6 @@ from . import isolation
 from .channel import Channel
 from .device import Device
 from .gpu_lock import GPULock
-from .harness_cache import harness_triton_cache
 from .protocol import (
     LIMITS_S,
     MEMORY_CAP_BYTES,
@@ -379,7 +378,6 @@ class _Worker:
         self.sequence = 0
         self.prep: dict | None = None  # an armed evidence replay's case, as the judge drew it
         device_spec = str(device.torch_device) if device.mode == "gpu" else "cpu"
-        plan.triton_cache = harness_triton_cache(device_spec)
         self.process = _AllowlistedProcess(target=serve_socket, args=(worker_end, device_spec, str(self.scratch)),
                                    kwargs={"plan": plan}, daemon=True)
         # No secret of the judge's goes along: multiprocessing's authkey opens the judge's own listeners.

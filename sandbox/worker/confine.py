@@ -128,7 +128,6 @@ class Plan:
     cgroup: dict[str, str | None] = field(default_factory=dict)  # controller -> description or None
     cgroup_errors: dict[str, str] = field(default_factory=dict)
     judge_pid: int | None = None  # its /proc/<pid> read-only where the worker sees the host's /proc
-    triton_cache: dict[str, bytes] = field(default_factory=dict)  # the harness's kernels (`sandbox.harness_cache`)
 
 
 def unescape(path: str) -> str:
@@ -346,10 +345,6 @@ def _inside(plan: Plan, active: dict, redirect_output) -> dict:
                         ("XDG_CACHE_HOME", f"{plan.scratch}/.cache"),
                         ("TORCHINDUCTOR_CACHE_DIR", f"{plan.scratch}/.inductor")):  # fmt: skip
         os.environ[name] = value
-    for relative, contents in plan.triton_cache.items():  # the judge's compiled harness kernels, a copy of its own
-        path = Path(plan.scratch, ".triton", relative)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(contents)
     tempfile.tempdir = None
     result.update(_limits(plan))
     result.update(_drop_privileges())

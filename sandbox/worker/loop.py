@@ -204,7 +204,7 @@ def _reference_calls(device_spec: str, task_id: str, shape: dict, kind: str, set
 def compile_harness_kernels(device) -> None:
     """The harness's own Triton kernels (`graders.profile.HARNESS_KERNELS`), compiled at the worker's start: compiled
     at their first use, inside the timing requests, their ptxas was a process in the worker there, where the judge
-    flags any (red team round 52). Found in the Triton cache the judge seeds (`sandbox.harness_cache`), if any."""
+    flags any (red team round 52)."""
     HostGate(device.torch_device)  # compiles on construction
     L2Flush(device.torch_device, device.l2_bytes)()  # the size the judge's requests give: the same specialisation
     compile_barrier(device.torch_device)
