@@ -692,7 +692,7 @@ class Judge:
 
     def time_references(self, task: Task | str) -> dict[str, tuple[TimeStats | None, TimeStats | None]]:
         """(eager, compiled) reference times of each bench case of `task`, from the reference cache or measured into
-        it: a batch or a service calls it ahead so that no submission's step waits for them. None where nothing is
+        it: a batch or a service calls it ahead so that no submission's step waits for them. Empty where nothing is
         timed (CPU mode)."""
         if not self.timed:
             return {}
@@ -781,10 +781,10 @@ EVIDENCE_ONE_IN = 8  # evidence="sampled": the share of timed steps replayed und
 # Stored verdicts: a compile error the source alone decides, and `ok` for its timing (its correctness is checked
 # again on fresh inputs before it is served: red team round 61). A timeout or a runtime error can come from the
 # machine (another process holding the GPU or the memory, a loaded host, a worker killed from outside), "skipped" from
-# what this host lacks, a compile error from nvcc's time limit, `wrong` from a draw of the inputs (an honest kernel
-# unlucky once kept it: round 62), and `flagged` from either (two seeds whose outputs collide, a value compiled in a
-# bench shape's second timing, a replay killed twice, ncu's durations stretched by other judges' kernels: rounds 36,
-# 37, 65): those are judged again each time.
+# what this host lacks, a compile error from a build's limits or a kill (`CompileTimeout`: round 66), `wrong` from a
+# draw of the inputs (an honest kernel unlucky once kept it: round 62), and `flagged` from either (two seeds whose
+# outputs collide, a value compiled in a bench shape's second timing, a replay killed twice, ncu's durations stretched
+# by other judges' kernels: rounds 36, 37, 65): those are judged again each time.
 CACHED_STATUSES = frozenset({"ok", "compile_error"})
 
 

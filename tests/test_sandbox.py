@@ -577,4 +577,3 @@ def test_a_reply_is_capped_by_the_request_sent_while_the_reader_waited():
     finally:
         channel.close()
         worker_end.close()
-

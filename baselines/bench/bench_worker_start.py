@@ -37,7 +37,7 @@ def timed_serve(sock, device_spec: str, scratch: str, plan=None, started: float 
 
     loop.harden = wrap("harden", loop.harden)
     loop.list_tasks = wrap("list_tasks", loop.list_tasks)
-    loop.launch_trivial_triton_kernel = wrap("triton_warmup", loop.launch_trivial_triton_kernel)
+    loop._launch_trivial_triton_kernel = wrap("triton_warmup", loop._launch_trivial_triton_kernel)
     loop.interpreter_code = wrap("interpreter_code", loop.interpreter_code)
     session_init = loop._Session.__init__
 

@@ -69,10 +69,10 @@ def serve(requests, replies, device_spec: str, scratch: str, outputs_by_value: b
     with ForbiddenOps(None):  # its first use imports torch._dynamo, over a second
         torch.empty(1, device=device_spec)
     with contextlib.suppress(Exception):  # Triton's runtime (launcher, interpreter) on a throwaway kernel
-        launch_trivial_triton_kernel(device_spec)
+        _launch_trivial_triton_kernel(device_spec)
     if device_spec != "cpu":
         try:
-            compile_harness_kernels(resolve_device(device_spec))
+            _compile_harness_kernels(resolve_device(device_spec))
         except Exception as e:  # timing cannot work then, but correctness can; the timing request will say why
             print(f"kerneldojo worker: the harness's kernels did not compile: {type(e).__name__}: {e}", file=sys.stderr)
     torch_at_start()  # torch's operators and tensor types as registered before any submission's code runs
@@ -201,7 +201,7 @@ def _reference_calls(device_spec: str, task_id: str, shape: dict, kind: str, set
     return calls
 
 
-def compile_harness_kernels(device) -> None:
+def _compile_harness_kernels(device) -> None:
     """The harness's own Triton kernels (`graders.profile.HARNESS_KERNELS`), compiled at the worker's start: compiled
     at their first use, inside the timing requests, their ptxas was a process in the worker there, where the judge
     flags any (red team round 52)."""
@@ -212,7 +212,7 @@ def compile_harness_kernels(device) -> None:
     torch.cuda.empty_cache()  # the flush's buffer (twice the L2) is not kept by an idle spare
 
 
-def launch_trivial_triton_kernel(device_spec: str) -> None:
+def _launch_trivial_triton_kernel(device_spec: str) -> None:
     with interpreter(device_spec == "cpu"):
         import triton
         import triton.language as tl

@@ -817,7 +817,7 @@ def test_every_triton_kernel_of_the_harness_is_compiled_at_a_gpu_workers_start(m
     monkeypatch.setattr(loop, "L2Flush", lambda device, l2: lambda: built.append("kerneldojo_flush_l2"))
     monkeypatch.setattr(loop, "compile_barrier", lambda device: built.append("kerneldojo_align_ranks"))
     monkeypatch.setattr(loop.torch.cuda, "synchronize", lambda device=None: None)
-    loop.compile_harness_kernels(type("Device", (), {"torch_device": "cuda:0", "l2_bytes": 50 << 20})())
+    loop._compile_harness_kernels(type("Device", (), {"torch_device": "cuda:0", "l2_bytes": 50 << 20})())
     assert set(built) == HARNESS_KERNELS
 
 
