@@ -50,10 +50,10 @@ PROGRESS_EVERY_S = 20
 log = logging.getLogger("kerneldojo.build")
 
 
-class CompileTimeout(CompileError):
-    """A build stopped by a limit or a signal (the wall-clock backstop, the CPU-time limit, a SIGKILL from the
-    memory cgroup, the host's OOM killer or outside): on a loaded machine not necessarily the source's fault, so
-    the judge never stores it as a verdict (`judge.CACHED_STATUSES`; red team round 66 for the killed builds)."""
+class TransientCompileError(CompileError):
+    """A build stopped by a limit, a signal or the host (the wall-clock backstop, the CPU-time limit, a SIGKILL from
+    the memory cgroup, the host's OOM killer or outside, a full disk or build cache): not necessarily the source's
+    fault, so the judge never stores it as a verdict (`judge.CACHED_STATUSES`; red team rounds 66 and 67)."""
 
 
 def cache_dir() -> Path:
@@ -61,6 +61,46 @@ def cache_dir() -> Path:
     path = Path(root) / "kerneldojo" / "build"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+# The build cache's bound (KERNELDOJO_BUILD_CACHE_BYTES, 20 GiB by default). Before a build the least recently used
+# builds are removed; those used in the last RECENT_BUILD_S may be loading in a worker and stay, and while they alone
+# fill the bound no build starts (red team round 67: one service request of a few KB, distinct sources each linking
+# a library of hundreds of MB, filled the host's disk, and an honest build then failed for good).
+BUILD_CACHE_BYTES = int(os.environ.get("KERNELDOJO_BUILD_CACHE_BYTES") or 20 << 30)
+RECENT_BUILD_S = 600.0
+
+
+def make_room(reserve: int) -> None:
+    """Room in the build cache for `reserve` more bytes, or a TransientCompileError that says why there is none."""
+    root = cache_dir()
+    builds = []  # (last use, bytes, folder): a source's folder, an extension's
+    for parent in (root, root / "extensions"):
+        with contextlib.suppress(FileNotFoundError):
+            for entry in os.scandir(parent):
+                if entry.is_dir(follow_symlinks=False) and entry.path != str(root / "extensions"):
+                    builds.append((entry.stat(follow_symlinks=False).st_mtime, _folder_bytes(entry.path), entry.path))
+    total, now = sum(size for _, size, _ in builds), time.time()
+    for used, size, folder in sorted(builds):
+        if total + reserve <= BUILD_CACHE_BYTES or now - used < RECENT_BUILD_S:
+            break
+        shutil.rmtree(folder, ignore_errors=True)
+        total -= size
+    if total + reserve > BUILD_CACHE_BYTES:
+        raise TransientCompileError(
+            f"judge: the build cache ({root}) holds {total >> 20} MiB of builds used in the last "
+            f"{RECENT_BUILD_S / 60:.0f} minutes, and this build may need {reserve >> 20} MiB more than its bound of "
+            f"{BUILD_CACHE_BYTES >> 20} MiB (KERNELDOJO_BUILD_CACHE_BYTES) allows: submit it again later")
+
+
+def _folder_bytes(path: str) -> int:
+    return sum(os.lstat(os.path.join(folder, name)).st_size for folder, _, names in os.walk(path) for name in names)
+
+
+def used_now(library: Path) -> None:
+    """A cached build reused: the youngest to be evicted (`make_room`)."""
+    with contextlib.suppress(OSError):
+        os.utime(library.parent)
 
 
 def detect_language(source: str) -> str:
@@ -166,6 +206,11 @@ def _build_native(task: Task, source: str, language: str, arch: str) -> Build:
         builds[dtype] = flags, cache_dir() / key / "submission.so"
     missing = [dtype for dtype, (_, library) in builds.items()
                if not (library.exists() and library.with_name(KERNEL_NAMES).exists())]
+    for dtype, (_, library) in builds.items():
+        if dtype not in missing:
+            used_now(library)
+    if missing:
+        make_room(len(missing) * MAX_LIBRARY_BYTES)
 
     def build(dtype: str) -> None:
         flags, library = builds[dtype]
@@ -295,8 +340,8 @@ def run_confined(tool: str, args: list[str], folder: Path, what: str, compiler: 
                  extra_ro: tuple[str, ...] = (), extra_env: dict[str, str] | None = None) -> tuple[int, str]:
     """`tool args` run confined in `folder` (`confined`): its exit status and output (stdout and stderr), the
     confinement it had logged; `extra_env` joins the worker's allowlisted environment. Past COMPILE_WALL_S it is
-    killed, and a compiler process stopped past COMPILE_CPU_S or by any SIGKILL is too (CompileTimeout). `what` and
-    `compiler` name the build in messages."""
+    killed, and a compiler process stopped past COMPILE_CPU_S or by any SIGKILL, or short of disk, fails too
+    (TransientCompileError). `what` and `compiler` name the build in messages."""
     from kerneldojo.sandbox.isolation import Cgroup
     from kerneldojo.sandbox.protocol import MEMORY_CAP_BYTES, PROCESSES_CAP
 
@@ -318,9 +363,9 @@ def run_confined(tool: str, args: list[str], folder: Path, what: str, compiler: 
                 if elapsed > COMPILE_WALL_S:
                     proc.kill()  # the processes below it die with it; the tool is pid 1 of its pid namespace
                     proc.communicate()
-                    raise CompileTimeout(f"{compiler} ran past {COMPILE_WALL_S} s of wall-clock time building {what} "
-                                         "(the machine may be overloaded); simplify the templates or unrolling"
-                                         ) from None
+                    raise TransientCompileError(
+                        f"{compiler} ran past {COMPILE_WALL_S} s of wall-clock time building {what} (the machine may "
+                        "be overloaded); simplify the templates or unrolling") from None
                 log.info("building %s with %s (%s): %.0f s so far", what, compiler, folder, elapsed)
         notes = cgroup.notes()
     finally:
@@ -331,9 +376,12 @@ def run_confined(tool: str, args: list[str], folder: Path, what: str, compiler: 
     output = _log_protections(output)
     # SIGKILL, SIGXCPU: as a signal, or as 128 + it (pid 1 of the build's pid namespace mirrors it so)
     if proc.returncode in (-9, -24, 137, 152) or (proc.returncode and re.search(r"signal (9|24)\b", output)):
-        raise CompileTimeout(f"{compiler} was stopped building {what}: a compiler process used more than "
-                             f"{COMPILE_CPU_S} s of CPU time or was killed (memory, or the machine's); simplify the "
-                             "templates or unrolling")
+        raise TransientCompileError(f"{compiler} was stopped building {what}: a compiler process used more than "
+                                    f"{COMPILE_CPU_S} s of CPU time or was killed (memory, or the machine's); simplify "
+                                    "the templates or unrolling")
+    if proc.returncode and "No space left on device" in output:  # the host's disk, not the source (round 67)
+        raise TransientCompileError(f"{compiler} could not build {what}: the judge's disk is full (No space left on "
+                                    "device); submit it again later")
     return proc.returncode, output
 
 

@@ -27,7 +27,17 @@ from pathlib import Path
 import torch
 
 from kerneldojo.adapters import runtime
-from kerneldojo.graders.compile import INSPECT, cache_dir, copy_out, inspected, run_confined, store_kernel_names
+from kerneldojo.graders.compile import (
+    INSPECT,
+    MAX_LIBRARY_BYTES,
+    cache_dir,
+    copy_out,
+    inspected,
+    make_room,
+    run_confined,
+    store_kernel_names,
+    used_now,
+)
 from kerneldojo.graders.profile import KERNEL_NAMES
 from kerneldojo.sandbox.protocol import CompileError
 
@@ -58,7 +68,11 @@ def build_extensions(sources: list[str], arch: str | None = None, strict: bool =
     libraries = {name: cache_dir() / "extensions" / key / f"{name}.so" for name, (key, _) in wanted.items()}
     missing = [name for name, library in libraries.items()
                if not (library.exists() and library.with_name(KERNEL_NAMES).exists())]
+    for name, library in libraries.items():
+        if name not in missing:
+            used_now(library)
     if missing:
+        make_room(len(missing) * MAX_LIBRARY_BYTES)
         cores = len(os.sched_getaffinity(0))
         jobs = max(1, cores // len(missing))  # ninja's jobs in each build: the cores shared out
         with concurrent.futures.ThreadPoolExecutor(min(cores, len(missing)), "kerneldojo-load-inline") as pool:

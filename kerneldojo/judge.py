@@ -30,7 +30,7 @@ import torch
 from kerneldojo.adapters.runtime import BuildsAhead
 from kerneldojo.graders.checks import Flagged, message
 from kerneldojo.graders.compile import (
-    CompileTimeout,
+    TransientCompileError,
     check_language,
     compile_submission,
     detect_language,
@@ -224,7 +224,7 @@ class Judge:
         deterministic = True
         try:
             self._grade(task, source, language, result, timed, bench)
-        except CompileTimeout as e:  # a loaded machine may have caused it: not stored
+        except TransientCompileError as e:  # a loaded machine may have caused it: not stored
             result.status, result.messages, deterministic = "compile_error", [*result.messages, str(e)], False
         except CompileError as e:
             result.status, result.messages = "compile_error", [*result.messages, str(e)]
@@ -781,10 +781,10 @@ EVIDENCE_ONE_IN = 8  # evidence="sampled": the share of timed steps replayed und
 # Stored verdicts: a compile error the source alone decides, and `ok` for its timing (its correctness is checked
 # again on fresh inputs before it is served: red team round 61). A timeout or a runtime error can come from the
 # machine (another process holding the GPU or the memory, a loaded host, a worker killed from outside), "skipped" from
-# what this host lacks, a compile error from a build's limits or a kill (`CompileTimeout`: round 66), `wrong` from a
-# draw of the inputs (an honest kernel unlucky once kept it: round 62), and `flagged` from either (two seeds whose
-# outputs collide, a value compiled in a bench shape's second timing, a replay killed twice, ncu's durations stretched
-# by other judges' kernels: rounds 36, 37, 65): those are judged again each time.
+# what this host lacks, a compile error from a build's limits, a kill or a full disk (`TransientCompileError`: rounds
+# 66, 67), `wrong` from a draw of the inputs (an honest kernel unlucky once kept it: round 62), and `flagged` from
+# either (two seeds whose outputs collide, a value compiled in a bench shape's second timing, a replay killed twice,
+# ncu's durations stretched by other judges' kernels: rounds 36, 37, 65): those are judged again each time.
 CACHED_STATUSES = frozenset({"ok", "compile_error"})
 
 

@@ -1,6 +1,7 @@
 """What an agent and a newcomer meet first: errors they can act on, gymnasium's conventions."""
 
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -93,9 +94,38 @@ def test_a_long_build_says_what_and_how_long(tmp_path, monkeypatch, caplog):
 def test_the_build_limit_is_cpu_time_not_wall_clock(tmp_path, monkeypatch):
     monkeypatch.setattr(compile_mod, "COMPILE_CPU_S", 1)
     nvcc = _fake_nvcc(tmp_path, "sleep 2; while :; do :; done")  # sleeping is free; spinning is not
-    # CompileTimeout: a verdict the machine may have caused (a SIGKILL from outside reads the same), never stored
-    with pytest.raises(compile_mod.CompileTimeout, match="used more than 1 s of CPU time"):
+    # TransientCompileError: a verdict the machine may have caused (a SIGKILL from outside reads the same), never stored
+    with pytest.raises(compile_mod.TransientCompileError, match="used more than 1 s of CPU time"):
         compile_mod._run_nvcc(nvcc, "src", [], tmp_path / "b" / "submission.so", "matmul (cute, float32)", "")
+
+
+def test_a_build_short_of_disk_is_the_machines_failure(tmp_path):
+    """Red team round 67: a full disk made an honest build fail at the link, a compile error stored for good."""
+    nvcc = _fake_nvcc(tmp_path, "echo '/usr/bin/ld: final link failed: No space left on device'; exit 1")
+    with pytest.raises(compile_mod.TransientCompileError, match="disk is full"):
+        compile_mod._run_nvcc(nvcc, "src", [], tmp_path / "b" / "submission.so", "vector_add (cuda, float32)", "")
+
+
+def test_the_build_cache_evicts_the_least_recently_used_and_keeps_the_builds_in_use(tmp_path, monkeypatch):
+    """Red team round 67: distinct sources each linking a library of hundreds of MB filled the host's disk through
+    one service request. The cache has a bound: older builds go first, and while recent ones (which a worker may be
+    loading) fill it, a new build waits for a later submission instead."""
+    import time
+
+    monkeypatch.setenv("KERNELDOJO_CACHE", str(tmp_path))
+    monkeypatch.setattr(compile_mod, "BUILD_CACHE_BYTES", 10_000)
+    root = compile_mod.cache_dir()
+    ages = {"oldest": 3000, "old": 2000, "recent": 10}
+    for name, age in ages.items():
+        (root / name).mkdir()
+        (root / name / "submission.so").write_bytes(b"x" * 4000)
+        os.utime(root / name, (time.time() - age, time.time() - age))
+    compile_mod.make_room(1000)  # 12,000 + 1,000 bytes: the oldest goes
+    assert sorted(p.name for p in root.iterdir()) == ["old", "recent"]
+    compile_mod.used_now(root / "old" / "submission.so")  # reused now: the youngest
+    with pytest.raises(compile_mod.TransientCompileError, match="used in the last 10 minutes"):
+        compile_mod.make_room(4000)  # 8,000 + 4,000: only builds in use are left to remove
+    assert sorted(p.name for p in root.iterdir()) == ["old", "recent"]
 
 
 def test_cuda_in_cpu_mode_says_what_was_verified(cpu_judge):

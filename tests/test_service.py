@@ -233,6 +233,31 @@ def test_a_stored_verdict_is_never_served_by_the_service_itself(tmp_path, status
         queue.close()
 
 
+def test_a_job_log_that_refuses_a_jobs_end_stalls_nothing(tmp_path):
+    """Red team round 67 (reasoned): with the disk full, logging a job's end raised out of the executor's callback
+    before the next job was dispatched, so the job stayed `running` and the queue stopped."""
+    from kerneldojo.batch import submission
+    from kerneldojo.service.jobs import JobQueue
+
+    executor = InstantExecutor("ok")
+    queue = JobQueue(tmp_path / "state", ResultStore(tmp_path / "results.jsonl"), executor, in_flight=1)
+    write = queue._write
+
+    def full_disk(entry):
+        if entry["op"] == "done":
+            raise OSError(28, "No space left on device")
+        write(entry)
+
+    queue._write = full_disk
+    try:
+        jobs = [queue.submit(submission("vector_add", subs.VECTOR_ADD_TRITON + f"# {i}\n", None, f"v{i}"), "bob")
+                for i in range(3)]
+        assert all(queue.wait(job, 30) for job in jobs) and executor.calls == 3
+        assert all(job.state == "done" and "could not be logged" in job.error for job in jobs)
+    finally:
+        queue.close()
+
+
 class CachingExecutor(InstantExecutor):
     """Answers from the judge's result cache (`reused`) unless asked to `retime`, as `GPUPool` over a warm cache."""
 
@@ -475,3 +500,14 @@ def test_a_result_the_store_refuses_fails_its_job_and_the_queue_goes_on(tmp_path
     finally:
         queue.close()
     assert [r["label"] for r in store.records()] == ["second"]
+
+
+def test_the_leaderboard_page_names_who_sent_a_label():
+    """Red team round 67: the service's page showed a row's free-text label alone, so Bob's kernel labelled
+    `alice/vector_add` read as Alice's; every other view (JSON, CLI, report) names the sender beside it."""
+    from kerneldojo.service.app import _html_table
+
+    row = {"task": "vector_add", "device": "cpu", "correct": 1, "submitted": 1,
+           "best": {"label": "alice/vector_add", "owner": "bob", "language": "triton", "speedup": 2.0, "public": True}}
+    page = _html_table([row, {**row, "best": {"speedup": 1.0}}])
+    assert "<td>alice/vector_add (bob)</td>" in page and "<td>(private)</td>" in page

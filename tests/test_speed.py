@@ -63,13 +63,13 @@ def test_a_flag_raised_while_the_submission_ran_is_judged_again(tmp_path):
 def test_a_build_stopped_by_a_limit_or_a_signal_is_judged_again(tmp_path):
     """Red team round 66: a confined build killed by SIGKILL (the host's OOM killer, or anything outside) was a plain
     compile error, stored for good against an honest source; now, like the wall-clock backstop, never stored."""
-    from kerneldojo.graders.compile import CompileTimeout
+    from kerneldojo.graders.compile import TransientCompileError
     from kerneldojo.judge import Judge
 
     judge = Judge("cpu", result_cache=tmp_path)
 
     def killed(*args):
-        raise CompileTimeout("nvcc was stopped building vector_add (cuda, float32): ... or was killed")
+        raise TransientCompileError("nvcc was stopped building vector_add (cuda, float32): ... or was killed")
 
     judge._grade = killed
     results = [judge.evaluate("vector_add", subs.VECTOR_ADD_CUDA + "// killed\n", "cuda") for _ in range(2)]

@@ -347,7 +347,9 @@ def _html_table(standings: list[dict]) -> str:
     for s in standings:
         b = s["best"] or {}
         speedup = b.get("speedup")
-        cells = (s["task"], s["device"], (b.get("label") or "(private)") if b else "-", b.get("language") or "-",
+        # the sender beside the label, as every other view has it: a label is free text (red team rounds 23, 67)
+        cells = (s["task"], s["device"], (leaderboard.who(b) if b.get("label") else "(private)") if b else "-",
+                 b.get("language") or "-",
                  "-" if speedup is None else f"{speedup:.2f}", f"{s['correct']}/{s['submitted']}")  # fmt: skip
         rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in ("task", "device", "best", "language", "x eager", "correct"))
