@@ -46,6 +46,9 @@ SIGNATURE_HEADER = "kd_signature.h"
 MAX_SOURCE_CHARS = 200_000
 COMPILE_CPU_S = 300
 COMPILE_WALL_S = 1200
+# A build's folder is dated by its start (nvcc writes in a folder below it), and a build may run COMPILE_WALL_S: a
+# folder younger than that and a margin may still be building (red team round 68: one evicted mid-build failed).
+RECENT_BUILD_S = COMPILE_WALL_S + 600.0
 PROGRESS_EVERY_S = 20
 log = logging.getLogger("kerneldojo.build")
 
@@ -64,15 +67,15 @@ def cache_dir() -> Path:
 
 
 # The build cache's bound (KERNELDOJO_BUILD_CACHE_BYTES, 20 GiB by default). Before a build the least recently used
-# builds are removed; those used in the last RECENT_BUILD_S may be loading in a worker and stay, and while they alone
-# fill the bound no build starts (red team round 67: one service request of a few KB, distinct sources each linking
-# a library of hundreds of MB, filled the host's disk, and an honest build then failed for good).
+# builds are removed down to the bound; those used in the last RECENT_BUILD_S may be building or loading in a worker
+# and stay, and while they alone fill the bound no build starts (red team round 67: one service request of a few KB,
+# distinct sources each linking a library of hundreds of MB, filled the host's disk, and an honest build then failed
+# for good). The disk holds the bound plus the builds in flight (at most MAX_LIBRARY_BYTES a library).
 BUILD_CACHE_BYTES = int(os.environ.get("KERNELDOJO_BUILD_CACHE_BYTES") or 20 << 30)
-RECENT_BUILD_S = 600.0
 
 
-def make_room(reserve: int) -> None:
-    """Room in the build cache for `reserve` more bytes, or a TransientCompileError that says why there is none."""
+def make_room() -> None:
+    """The build cache down to its bound, or a TransientCompileError that says why it cannot be."""
     root = cache_dir()
     builds = []  # (last use, bytes, folder): a source's folder, an extension's
     for parent in (root, root / "extensions"):
@@ -82,15 +85,15 @@ def make_room(reserve: int) -> None:
                     builds.append((entry.stat(follow_symlinks=False).st_mtime, _folder_bytes(entry.path), entry.path))
     total, now = sum(size for _, size, _ in builds), time.time()
     for used, size, folder in sorted(builds):
-        if total + reserve <= BUILD_CACHE_BYTES or now - used < RECENT_BUILD_S:
+        if total <= BUILD_CACHE_BYTES or now - used < RECENT_BUILD_S:
             break
         shutil.rmtree(folder, ignore_errors=True)
         total -= size
-    if total + reserve > BUILD_CACHE_BYTES:
+    if total > BUILD_CACHE_BYTES:
         raise TransientCompileError(
             f"judge: the build cache ({root}) holds {total >> 20} MiB of builds used in the last "
-            f"{RECENT_BUILD_S / 60:.0f} minutes, and this build may need {reserve >> 20} MiB more than its bound of "
-            f"{BUILD_CACHE_BYTES >> 20} MiB (KERNELDOJO_BUILD_CACHE_BYTES) allows: submit it again later")
+            f"{RECENT_BUILD_S / 60:.0f} minutes, over its bound of {BUILD_CACHE_BYTES >> 20} MiB "
+            "(KERNELDOJO_BUILD_CACHE_BYTES): submit it again later")
 
 
 def _folder_bytes(path: str) -> int:
@@ -210,7 +213,7 @@ def _build_native(task: Task, source: str, language: str, arch: str) -> Build:
         if dtype not in missing:
             used_now(library)
     if missing:
-        make_room(len(missing) * MAX_LIBRARY_BYTES)
+        make_room()
 
     def build(dtype: str) -> None:
         flags, library = builds[dtype]

@@ -29,7 +29,6 @@ import torch
 from kerneldojo.adapters import runtime
 from kerneldojo.graders.compile import (
     INSPECT,
-    MAX_LIBRARY_BYTES,
     cache_dir,
     copy_out,
     inspected,
@@ -72,7 +71,6 @@ def build_extensions(sources: list[str], arch: str | None = None, strict: bool =
         if name not in missing:
             used_now(library)
     if missing:
-        make_room(len(missing) * MAX_LIBRARY_BYTES)
         cores = len(os.sched_getaffinity(0))
         jobs = max(1, cores // len(missing))  # ninja's jobs in each build: the cores shared out
         with concurrent.futures.ThreadPoolExecutor(min(cores, len(missing)), "kerneldojo-load-inline") as pool:
@@ -117,6 +115,7 @@ def refused_flag(call: dict) -> str | None:
 
 
 def _build(name: str, arguments: dict, library: Path, arch: str, jobs: int) -> None:
+    make_room()  # a TransientCompileError: this extension is left out where not `strict` (red team round 68)
     library.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
         folder = Path(tmp)

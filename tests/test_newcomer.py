@@ -107,25 +107,46 @@ def test_a_build_short_of_disk_is_the_machines_failure(tmp_path):
 
 
 def test_the_build_cache_evicts_the_least_recently_used_and_keeps_the_builds_in_use(tmp_path, monkeypatch):
-    """Red team round 67: distinct sources each linking a library of hundreds of MB filled the host's disk through
-    one service request. The cache has a bound: older builds go first, and while recent ones (which a worker may be
-    loading) fill it, a new build waits for a later submission instead."""
+    """Red team rounds 67 and 68: distinct sources each linking a library of hundreds of MB filled the host's disk
+    through one service request. The cache has a bound: older builds go first, down to the bound; those used within
+    a build's time limit (and a margin) stay, since they may still be building or loading; while they fill it, a new
+    build waits for a later submission instead."""
     import time
 
     monkeypatch.setenv("KERNELDOJO_CACHE", str(tmp_path))
     monkeypatch.setattr(compile_mod, "BUILD_CACHE_BYTES", 10_000)
+    assert compile_mod.RECENT_BUILD_S > compile_mod.COMPILE_WALL_S  # a build in flight is never old (round 68)
     root = compile_mod.cache_dir()
-    ages = {"oldest": 3000, "old": 2000, "recent": 10}
-    for name, age in ages.items():
+    old = compile_mod.RECENT_BUILD_S
+    for name, age in {"oldest": old + 3000, "old": old + 2000, "building": old - 60}.items():
         (root / name).mkdir()
         (root / name / "submission.so").write_bytes(b"x" * 4000)
         os.utime(root / name, (time.time() - age, time.time() - age))
-    compile_mod.make_room(1000)  # 12,000 + 1,000 bytes: the oldest goes
-    assert sorted(p.name for p in root.iterdir()) == ["old", "recent"]
+    compile_mod.make_room()  # 12,000 bytes: the oldest goes, and no more than that
+    assert sorted(p.name for p in root.iterdir()) == ["building", "old"]
     compile_mod.used_now(root / "old" / "submission.so")  # reused now: the youngest
-    with pytest.raises(compile_mod.TransientCompileError, match="used in the last 10 minutes"):
-        compile_mod.make_room(4000)  # 8,000 + 4,000: only builds in use are left to remove
-    assert sorted(p.name for p in root.iterdir()) == ["old", "recent"]
+    monkeypatch.setattr(compile_mod, "BUILD_CACHE_BYTES", 5_000)
+    with pytest.raises(compile_mod.TransientCompileError, match="used in the last 30 minutes"):
+        compile_mod.make_room()  # only builds in use are left to remove
+    assert sorted(p.name for p in root.iterdir()) == ["building", "old"]
+
+
+def test_a_full_build_cache_leaves_a_batchs_extension_out_instead_of_failing_the_batch(monkeypatch):
+    """Red team round 68: the bound's refusal escaped `build_extensions(strict=False)` (a KernelBench level built
+    ahead), so one full cache failed every problem of the level; now that extension is left out, as a failed one."""
+    from kerneldojo.graders import extensions
+
+    def full(*args, **kwargs):
+        raise compile_mod.TransientCompileError("judge: the build cache ... over its bound")
+
+    monkeypatch.setattr(extensions, "make_room", full)
+    monkeypatch.setattr(extensions.runtime, "buildable_here", lambda call: True)
+    source = ("from torch.utils.cpp_extension import load_inline\n"
+              "ext = load_inline(name='kd_full', cpp_sources='int f() { return 1; }', functions=['f'])\n")
+    built, missing = extensions.build_extensions([source], strict=False)
+    assert built == {} and len(missing) == 1
+    with pytest.raises(compile_mod.TransientCompileError):
+        extensions.build_extensions([source])
 
 
 def test_cuda_in_cpu_mode_says_what_was_verified(cpu_judge):
