@@ -137,6 +137,10 @@ def test_prelude_keeps_every_line_of_the_source_where_it_was():
     assert with_prelude("import torch\nx = 1\n", "P") == "P; import torch\nx = 1\n"
     assert with_prelude("from __future__ import annotations\nimport torch\n", "P").splitlines()[1] == "P; import torch"
     assert with_prelude("def f():\n    pass\n", "P") is None  # nothing at top level runs before the footer
+    # a module docstring may come before the future imports (red team round 70: the prelude went in front of it)
+    headed = '"""Doc."""\nfrom __future__ import annotations\nimport torch\n'
+    assert with_prelude(headed, "P") == '"""Doc."""\nfrom __future__ import annotations\nP; import torch\n'
+    compile(with_prelude(headed, "P"), "submission.py", "exec")
     # Python's line ends only (red team round 59): a form feed or U+2028 stays inside its comment or string
     odd = "# page\x0cbreak \u2028 x = 1\nimport torch\nS = 'a\u2028b'\n"
     assert with_prelude(odd, "P") == "P  " + odd

@@ -34,18 +34,21 @@ def with_prelude(source: str, prelude: str) -> str:
     """`source` with the one-line `prelude` run before its first top-level import or simple statement, on a line
     of its own only where the source has a blank or comment line there (else joined to that statement's line
     with `;`): either way every line of the source keeps its number, so a traceback names the user's own line
-    (Triton also reads kernels back from the file by line). After `from __future__` imports, which must come
-    first. A source of compound statements alone (`def`, `class`) has nowhere to put it: None."""
+    (Triton also reads kernels back from the file by line). After the module's docstring and `from __future__`
+    imports, which must come first. A source of compound statements alone (`def`, `class`) has nowhere to put it:
+    None."""
     # Python's own line ends only: `splitlines` also breaks at form feeds and U+2028, which a comment or a string
     # may hold, and moved the rest of such a line out of it (red team round 59)
     lines = re.split(r"\r\n|\r|\n", source)
     if (tree := parse_python(source)) is None:
         return None
     body = tree.body
-    start = 0  # lines[:start] are taken (future imports)
-    for node in body:
+    start = 0  # lines[:start] are taken (the module's docstring, future imports)
+    for index, node in enumerate(body):
         first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
-        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+        docstring = index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(
+            node.value.value, str)  # before future imports, which may follow it (red team round 70)
+        if docstring or (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
             start = node.end_lineno
             continue
         free = [i for i in range(start, first) if not lines[i].strip() or lines[i].lstrip().startswith("#")]
