@@ -394,7 +394,9 @@ class _Worker:
         """Send a request; its reply, read within `limit_s` and `max_reply_bytes` whatever the worker does.
         With `after_progress_s`, up to PROGRESS_CAP progress frames may come first, each shortening the deadline
         to at most `after_progress_s` from its arrival (`protocol.PROGRESS`); any other is a forgery."""
-        self.sequence += 1
+        # A request's number is drawn, not counted: a reply written before the request was sent cannot carry it
+        # (red team round 71: the `flags` reply queued ahead with the next number, then the worker gone).
+        self.sequence = secrets.randbits(62)
         self.requests.put((self.sequence, op, args), max_reply_bytes)
         deadline = time.monotonic() + limit_s
         progress_left, after = (PROGRESS_CAP if after_progress_s is not None else 0), ""

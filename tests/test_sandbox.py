@@ -4,6 +4,7 @@ a message that says what happened, and the next evaluation on the same judge suc
 import contextlib
 import json
 import os
+import queue
 import secrets
 import signal
 import socket
@@ -405,6 +406,7 @@ def test_the_judge_cannot_be_signalled_or_traced(judge, protections):
     source = f"""
 import ctypes
 import os
+import queue
 import signal
 
 
@@ -439,6 +441,7 @@ def test_a_submission_finds_no_reference_outputs(judge):
     source = """
 import gc
 import os
+import queue
 
 import torch
 
@@ -574,6 +577,35 @@ def test_a_reply_is_capped_by_the_request_sent_while_the_reader_waited():
         channel.put((1, "run", ()), max_reply_bytes=reply_cap(len(big)))
         send_frame(worker_end, dumps((1, "ok", big)))
         assert channel.get(timeout=10) == (1, "ok", big), channel.error
+    finally:
+        channel.close()
+        worker_end.close()
+
+
+def test_a_frame_sent_after_a_reply_and_before_the_next_request_closes_the_channel():
+    """Red team round 71: a request's allowance (its reply and PROGRESS_CAP progress frames) let a worker queue one
+    more frame after its reply, carrying the next request's sequence number: the `flags` reply, written before the
+    judge asked, then the worker gone. A reply now ends its request's allowance; only progress frames precede it."""
+    import torch
+
+    from kerneldojo.sandbox.channel import Channel
+    from kerneldojo.sandbox.protocol import PROGRESS, dumps, send_frame
+
+    judge_end, worker_end = socket.socketpair()
+    channel = Channel(judge_end, torch.device("cpu"), cuda_ipc=False)
+    try:
+        channel.put((1, "run", ()))
+        send_frame(worker_end, dumps((1, PROGRESS, None)))  # allowed: the first call returned
+        send_frame(worker_end, dumps((1, "ok", "outputs")))
+        assert channel.get(timeout=10) == (1, PROGRESS, None) and channel.get(timeout=10) == (1, "ok", "outputs")
+        channel.put((2, "run", ()))  # a later call: no progress frame, so its allowance still held one frame
+        send_frame(worker_end, dumps((2, "ok", "outputs")))
+        send_frame(worker_end, dumps((3, "ok", {})))  # the next request's answer, before it was asked
+        assert channel.get(timeout=10) == (2, "ok", "outputs")
+        assert channel.closed.wait(10) and "no pending request asked for" in channel.error
+        channel.put((3, "flags", ()))
+        with pytest.raises(queue.Empty):
+            channel.get(timeout=0.5)
     finally:
         channel.close()
         worker_end.close()
