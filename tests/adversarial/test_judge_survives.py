@@ -71,16 +71,18 @@ def test_frames_past_a_requests_reply_are_refused_unread():
     import socket
 
     from kerneldojo.sandbox.channel import Channel
-    from kerneldojo.sandbox.protocol import PROGRESS_CAP, dumps, reply_cap, send_frame
+    from kerneldojo.sandbox.protocol import PROGRESS, PROGRESS_CAP, dumps, reply_cap, send_frame
 
     judge_end, worker_end = socket.socketpair()
     channel = Channel(judge_end, torch.device("cpu"))
     try:
         channel.put((1, "run", ()), reply_cap(1 << 20))
-        for _ in range(1 + PROGRESS_CAP):  # as many as the request allows: all read
-            send_frame(worker_end, dumps((1, "ok", (torch.zeros(1 << 18),))))
-        for _ in range(1 + PROGRESS_CAP):
-            assert channel.get(timeout=10)[1] == "ok"
+        # as many as the request allows, all read: its progress frames, then its reply (round 71: the reply ends it)
+        frames = [(1, PROGRESS, None)] * PROGRESS_CAP + [(1, "ok", (torch.zeros(1 << 18),))]
+        for frame in frames:
+            send_frame(worker_end, dumps(frame))
+        for frame in frames:
+            assert channel.get(timeout=10)[1] == frame[1]
         send_frame(worker_end, dumps((1, "ok", (torch.zeros(8),))))  # one more (small: nobody reads it): refused
         assert channel.closed.wait(10) and "no pending request asked for" in channel.error
         assert channel.inbox.empty()
