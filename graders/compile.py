@@ -100,10 +100,16 @@ def _folder_bytes(path: str) -> int:
     return sum(os.lstat(os.path.join(folder, name)).st_size for folder, _, names in os.walk(path) for name in names)
 
 
-def used_now(library: Path) -> None:
-    """A cached build reused: the youngest to be evicted (`make_room`)."""
-    with contextlib.suppress(OSError):
-        os.utime(library.parent)
+def missing_builds(libraries: dict) -> list:
+    """The keys of `libraries` not built yet (a library and its kernel list); the others are reused, so the youngest
+    to be evicted (`make_room`)."""
+    missing = [key for key, library in libraries.items()
+               if not (library.exists() and library.with_name(KERNEL_NAMES).exists())]
+    for key, library in libraries.items():
+        if key not in missing:
+            with contextlib.suppress(OSError):
+                os.utime(library.parent)
+    return missing
 
 
 def detect_language(source: str) -> str:
@@ -207,11 +213,7 @@ def _build_native(task: Task, source: str, language: str, arch: str) -> Build:
                  "-include", SIGNATURE_HEADER]
         key = _digest(language, source, header, *flags, *toolchain)
         builds[dtype] = flags, cache_dir() / key / "submission.so"
-    missing = [dtype for dtype, (_, library) in builds.items()
-               if not (library.exists() and library.with_name(KERNEL_NAMES).exists())]
-    for dtype, (_, library) in builds.items():
-        if dtype not in missing:
-            used_now(library)
+    missing = missing_builds({dtype: library for dtype, (_, library) in builds.items()})
     if missing:
         make_room()
 

@@ -33,11 +33,10 @@ from kerneldojo.graders.compile import (
     copy_out,
     inspected,
     make_room,
+    missing_builds,
     run_confined,
     store_kernel_names,
-    used_now,
 )
-from kerneldojo.graders.profile import KERNEL_NAMES
 from kerneldojo.sandbox.protocol import CompileError
 
 BUILD_ENTRY = Path(__file__).resolve().parent.parent / "sandbox" / "worker" / "extension_build.py"
@@ -65,11 +64,7 @@ def build_extensions(sources: list[str], arch: str | None = None, strict: bool =
             key = runtime.extension_key(call, torch.__version__, torch.version.cuda, arch)
             wanted[runtime.extension_name(call, key)] = key, call
     libraries = {name: cache_dir() / "extensions" / key / f"{name}.so" for name, (key, _) in wanted.items()}
-    missing = [name for name, library in libraries.items()
-               if not (library.exists() and library.with_name(KERNEL_NAMES).exists())]
-    for name, library in libraries.items():
-        if name not in missing:
-            used_now(library)
+    missing = missing_builds(libraries)
     if missing:
         cores = len(os.sched_getaffinity(0))
         jobs = max(1, cores // len(missing))  # ninja's jobs in each build: the cores shared out
