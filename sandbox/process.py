@@ -154,6 +154,8 @@ class WorkerSolution:
         with contextlib.suppress(queue.Empty):
             self._worker.replies.get(timeout=0.05)
             flags["timing_channel"] = message("timing_channel", "an extra reply was queued after the last request")
+        if self._worker.replies.error:  # the frame the channel refused after this reply: the worker's own, late
+            flags["timing_channel"] = message("timing_channel", self._worker.replies.error)
         return flags
 
     def run(self, inputs: tuple, shape: dict, outputs: tuple, watch: bool = True) -> tuple:

@@ -83,6 +83,9 @@ def serve(requests, replies, device_spec: str, scratch: str, outputs_by_value: b
             print(f"kerneldojo worker: no seccomp filter ({syscall_filter})", file=sys.stderr)
     session = _Session(device_spec, outputs_by_value, replies)
     while True:
+        # The last request's objects die before the next is read: a finalizer of the submission's on them would
+        # otherwise run inside `requests.get()`, with the next request's number in this frame (red team round 72).
+        args = None
         sequence, op, args = requests.get()
         session.sequence = sequence
         if op == "exit":
