@@ -79,14 +79,25 @@ def build_extensions(sources: list[str], arch: str | None = None, strict: bool =
     return {n: lib for n, lib in libraries.items() if lib.exists()}, missing
 
 
-# load_inline writes its flags unquoted into build.ninja, whose commands run through `/bin/sh -c`, and some flags run
-# programs of their own (gcc's -wrapper, -fplugin=, -specs=, -B; nvcc's -ccbin): a flag is one token of letters,
-# digits and `_=.,+:-` (no shell syntax, no space, no path), and none of its comma- or equals-separated parts
-# names a program to run. An include path is a relative one inside the build folder.
+# load_inline joins a flag argument's entries with spaces into build.ninja, unquoted, and its commands run through
+# `/bin/sh -c`; some flags run programs of their own (gcc's -wrapper, -fplugin=, -specs=, -B; nvcc's -ccbin). So what
+# is checked is the words the compiler gets: entries split at spaces (an empty entry adds none; any other whitespace
+# would break build.ninja's lines and is refused), each word a flag of letters, digits and `_=.,+:-` (no shell syntax,
+# no path) none of whose comma- or equals-separated parts names a program to run, or a plain word of those characters
+# (a flag's value given as the next entry: `-gencode arch=compute_90,code=sm_90`, `-maxrregcount 64`; a plain word
+# that is no flag's value is at most a file name the confined build cannot reach). An include path is a relative one
+# inside the build folder.
 FLAG = re.compile(r"--?[A-Za-z][\w=.,+:-]*")
+VALUE = re.compile(r"\w[\w=.,+:-]*")
 RUNS_A_PROGRAM = re.compile(r"--?(wrapper|f?plugin|-?specs|B|ccbin|-compiler-bindir|-linker-options|fuse-ld)", re.I)
 INCLUDE_PATH = re.compile(r"(?!/)(?!.*(^|/)\.\.(/|$))[\w.+-]+(/[\w.+-]+)*")
 FLAG_ARGUMENTS = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags")
+
+
+def _flag_word_ok(word: str) -> bool:
+    if VALUE.fullmatch(word):
+        return True
+    return FLAG.fullmatch(word) is not None and not any(RUNS_A_PROGRAM.match(p) for p in re.split(r"[=,]", word))
 
 
 def refused_flag(call: dict) -> str | None:
@@ -98,12 +109,12 @@ def refused_flag(call: dict) -> str | None:
             if argument == "extra_include_paths":
                 ok = INCLUDE_PATH.fullmatch(text) is not None
             else:
-                ok = FLAG.fullmatch(text) is not None and not any(
-                    RUNS_A_PROGRAM.match(part) for part in re.split(r"[=,]", text))
+                ok = not re.search(r"[^\S ]", text) and all(_flag_word_ok(w) for w in text.split(" ") if w)
             if not ok:
                 kind = "a relative path inside the build folder" if argument == "extra_include_paths" else (
-                    "one compiler flag such as -O3, -DNAME=VALUE, --use_fast_math, -arch=sm_90a, -lineinfo or "
-                    "-std=c++17 (no spaces, shell syntax, paths or flags that run programs)")
+                    "compiler flags such as -O3, -DNAME=VALUE, --use_fast_math, -arch=sm_90a or -arch sm_90, "
+                    "-gencode arch=compute_90,code=sm_90, -lineinfo or -std=c++17 (no shell syntax, paths or flags "
+                    "that run programs)")
                 return (f"load_inline: {argument} holds {text[:200]!r}, which the judge does not pass to a build: "
                         f"each entry must be {kind}")
     return None

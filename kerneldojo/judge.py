@@ -79,7 +79,7 @@ from kerneldojo.sandbox.backends import BACKENDS, check_isolation
 from kerneldojo.sandbox.device import Device, ExportedMemory, resolve_device, synchronize
 from kerneldojo.sandbox.docker import DockerConfig
 from kerneldojo.sandbox.gpu_lock import GPULock, gpu_lock
-from kerneldojo.sandbox.peers import CollectiveSolution, Unavailable, rank_devices, time_nccl_all_reduce
+from kerneldojo.sandbox.peers import CollectiveSolution, rank_devices, time_nccl_all_reduce
 from kerneldojo.sandbox.process import (
     WorkerSolution,
     arm_evidence_replays,
@@ -97,6 +97,8 @@ from kerneldojo.sandbox.protocol import (
     SubmissionHandle,
     SubmissionTimeout,
     TimedRuns,
+    Unavailable,
+    WorkerNotReady,
     capped,
     last_seeds,
 )  # fmt: skip
@@ -270,7 +272,7 @@ class Judge:
                     *([self.evidence] if self.timed else [])]
         parts = [task.id, task_content_hash(task.folder), language, hashlib.sha256(source.encode()).hexdigest(),
                  self.device.name, self.device.mode, versions().model_dump_json(), str(PROTOCOL_VERSION),
-                 json.dumps(settings)]  # fmt: skip
+                 judge_code_hash(), json.dumps(settings)]  # fmt: skip
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
     def _grade(self, task: Task, source: str, language: str, result: EvalResult, timed: bool, bench: bool
@@ -378,6 +380,8 @@ class Judge:
                 try:
                     fired = self._gather_evidence(task, build, own, case, retry, None, claimed, result.evidence)
                 except Exception as again:
+                    if isinstance(again, WorkerNotReady):  # the pass's own fresh worker: no submission ran in it
+                        raise Unavailable(f"the evidence pass could not run: {capped(str(again))[:500]}") from first
                     if self.evidence != "sampled":
                         raise again from first  # every step replayed: dying there earns a failure's reward, no more
                     # Drawn on one step in EVIDENCE_ONE_IN, a replay that dies must cost the sampled pass's fine, or
@@ -970,6 +974,20 @@ def _geomean(values: list[float | None]) -> float | None:
 
 
 @functools.cache
+@functools.cache
+def judge_code_hash() -> str:
+    """The judge's own code, in a result's key: a stored verdict is served only by the code that reached it (red team
+    round 73: a flag rule, since widened, kept an honest source's stored `compile_error` under the same version)."""
+    import importlib
+
+    digest = hashlib.sha256()
+    for package in ("kerneldojo", "kerneldojo.adapters", "kerneldojo.graders", "kerneldojo.sandbox",
+                    "kerneldojo.sandbox.worker"):
+        for path in sorted(Path(importlib.import_module(package).__file__).parent.glob("*.py")):
+            digest.update(f"{package}/{path.name}\0".encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
 def versions() -> Versions:
     try:
         import triton

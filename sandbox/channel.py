@@ -6,8 +6,8 @@ followed by silence, blocks only that thread: the caller's deadline still fires 
 A frame longer than the pending request's reply may be (`cap`) is refused before it is read, and so is any frame
 past the few a request may bring (its reply and `PROGRESS_CAP` progress frames): the bytes of each frame are capped,
 and so is their number (red team round 38: a worker resending one maximal frame after its reply grew the judge by its
-size each time, until the judge's next read). EOF, a malformed reply, an oversized one or one too many closes the
-channel; the worker then counts as dead.
+size each time, until the judge's next read). The worker's first frame is its `READY` (`protocol.READY`), nothing
+else. EOF, a malformed reply, an oversized one or one too many closes the channel; the worker then counts as dead.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import threading
 
 import torch
 
-from .protocol import PROGRESS, PROGRESS_CAP, dumps, loads, recv_frame, reply_cap, send_frame
+from .protocol import PROGRESS, PROGRESS_CAP, READY, READY_FRAME_BYTES, dumps, loads, recv_frame, reply_cap, send_frame
 
 
 class Channel:
@@ -31,6 +31,7 @@ class Channel:
         self.inbox: queue.Queue = queue.Queue()
         self.outbox: queue.Queue = queue.Queue()
         self.closed = threading.Event()
+        self.ready = threading.Event()  # the worker's first frame came: it reads requests from now on
         self.error: str | None = None
         threading.Thread(target=self._read, daemon=True, name="kerneldojo-channel-read").start()
         threading.Thread(target=self._write, daemon=True, name="kerneldojo-channel-write").start()
@@ -60,8 +61,13 @@ class Channel:
         try:
             while True:
                 data = recv_frame(self.sock, self._cap)
-                self.frames_left -= 1  # before the reply is handed over: the next request's `put` comes after
                 item = loads(data, self.device)
+                if not self.ready.is_set():
+                    if item != (0, READY, None):
+                        raise pickle.UnpicklingError("the worker's first frame was not its ready signal")
+                    self.ready.set()
+                    continue
+                self.frames_left -= 1  # before the reply is handed over: the next request's `put` comes after
                 if not (isinstance(item, tuple) and len(item) == 3 and item[1] == PROGRESS):
                     # A reply ends what its request may bring: a frame sent after it and before the next request is
                     # a forgery (red team round 71: the `flags` reply queued ahead, then the worker gone).
@@ -75,6 +81,8 @@ class Channel:
 
     def _cap(self) -> int:
         """Asked once a frame's header is in: the cap of the request sent while the reader waited."""
+        if not self.ready.is_set():
+            return READY_FRAME_BYTES
         if self.frames_left <= 0:
             raise pickle.UnpicklingError("a frame that no pending request asked for (a forged or repeated reply)")
         return self.cap

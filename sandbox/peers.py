@@ -26,7 +26,7 @@ from torch import Tensor
 from kerneldojo.graders.checks import Flagged, message
 from kerneldojo.result import ProfileStats, TimeStats
 
-from .protocol import Retime
+from .protocol import Retime, Unavailable
 from .worker.collective import BUFFER_OFFSET, IpcHandle, PeerMemory, driver_call, load_libcuda
 from .worker.harness import COLLECTIVE_RUNS
 
@@ -66,10 +66,6 @@ def rank_devices(judge_device: torch.device, ranks: int) -> list[torch.device]:
         raise Unavailable(f"this task needs {ranks} GPUs of one host (cuda:{first} to cuda:{first + ranks - 1}); "
                           f"this machine has {count}. Run it on a host with {ranks} GPUs, or in CPU mode.")
     return [torch.device("cuda", first + r) for r in range(ranks)]
-
-
-class Unavailable(Exception):
-    """The task cannot run here (e.g. too few GPUs); the result is `skipped`, with this reason."""
 
 
 class CollectiveSolution:

@@ -66,6 +66,7 @@ from .protocol import (
     SubmissionError,
     SubmissionTimeout,
     TimedRuns,
+    WorkerNotReady,
     capped,
     read_regular_tail,
     reply_cap,
@@ -81,10 +82,16 @@ class WorkerSolution:
 
     def __init__(self, task: Task, build: Build, device: Device, limits: dict[str, float] | None = None):
         self.limits = {**LIMITS_S, **(limits or {})}
-        self._worker = _take_worker(device, self.limits)
-        # What the worker could set up around itself (namespaces, limits), for the judge to log; it comes once the
-        # worker is set up.
-        self._start(task, build, self._worker.protections(timeout=self.limits["load"]))
+        for attempt in range(2):  # a worker that could not start is the machine's doing: another gets a try
+            self._worker = _take_worker(device, self.limits)
+            try:
+                # What the worker could set up around itself (namespaces, limits), for the judge to log; it comes
+                # once the worker is set up.
+                self._start(task, build, self._worker.protections(timeout=self.limits["load"]))
+                return
+            except WorkerNotReady:
+                if attempt:
+                    raise
 
     def _start(self, task: Task, build: Build, protections: dict) -> None:
         """Every backend's, once its worker is set up: the processes its cgroup holds now are the worker's own, taken
@@ -419,14 +426,24 @@ class _Worker:
                 if self.replies.closed.is_set() or not self.process.is_alive():
                     self._let_it_end()
                     self._kill()
+                    ready = self._was_ready()
                     tail = self._tail_note()
                     self.stop()
                     how = self.replies.error or f"the worker process died ({_describe_exit(self.process.exitcode)})"
+                    if not ready:
+                        raise WorkerNotReady(f"{how} before it was ready for {op}, before any submission code ran in "
+                                             f"it: the machine's failure (GPU or host memory, a kill from outside), "
+                                             f"not the submission's{tail}") from None
                     raise SubmissionError(f"{how} during {op}{tail}") from None
                 if time.monotonic() > deadline:
                     self._kill()
+                    ready = self._was_ready()
                     tail = self._tail_note()
                     self.stop()
+                    if not ready:
+                        raise WorkerNotReady(f"the worker was not ready for {op} within its {limit_s:g} s limit "
+                                             f"(a loaded machine), before any submission code ran; it was killed{tail}"
+                                             ) from None
                     raise SubmissionTimeout(f"{op} ran past its {limit_s:g} s limit{after}; the worker was killed{tail}"
                                             ) from None
         if not (isinstance(reply, tuple) and len(reply) == 3):
@@ -451,6 +468,12 @@ class _Worker:
         self._kill()
         self.replies.close()
         remove_tree(self.scratch)
+
+    def _was_ready(self) -> bool:
+        """Did the killed worker send its READY (`protocol.READY`)? Its frames are read to its end first: a
+        submission that crashed at once must not pass for a worker that never started."""
+        self.replies.closed.wait(2.0)
+        return self.replies.ready.is_set()
 
     def _let_it_end(self) -> None:
         """A worker that died has ended by now (a container, which takes seconds more: `docker._Container`)."""

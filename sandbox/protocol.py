@@ -57,6 +57,11 @@ OPS = ("load", "run", "time", "profile", "flags", "join", "prepare_reference", "
 # It can only shorten a deadline; past PROGRESS_CAP per request (none but a `run` has any) it is a forgery.
 PROGRESS = "progress"
 PROGRESS_CAP = 1
+# A worker's first frame, sent once its warm-up is done and before it reads any request: a worker that dies without
+# it died before any submission code ran (a CUDA context the GPU's memory could not hold: 2026-11-27, H200), the
+# machine's failure, not the submission's (`WorkerNotReady`). Any other first frame is refused.
+READY = "ready"
+READY_FRAME_BYTES = 256
 REFERENCE_KINDS = ("eager", "compiled")
 # A worker's host memory and its processes and threads (torch's and Triton's own count too), through a
 # cgroup where one can be made: Judge(limits={"memory": bytes, "processes": n}) overrides them.
@@ -65,6 +70,16 @@ PROCESSES_CAP = 1024
 OUTPUT_TAIL_CHARS = 2000  # of what the submission printed, quoted in a failure's message
 MESSAGE_CAP_CHARS = 8000  # of an error's text or a check's message kept from a worker
 REPLY_OVERHEAD_BYTES = 4 << 20  # a reply's bytes beyond the tensors it may carry (records, messages)
+
+
+class Unavailable(Exception):
+    """The task cannot run here (e.g. too few GPUs, a worker that could not start); the result is `skipped`, with
+    this reason, and nothing is stored."""
+
+
+class WorkerNotReady(Unavailable):
+    """A worker died, or was not ready within the request's limit, before it read any request: no submission code
+    had run in it."""
 
 
 class SubmissionError(Exception):

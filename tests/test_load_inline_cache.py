@@ -146,6 +146,19 @@ def test_a_flag_a_shell_would_run_is_refused_naming_it(problem):
         assert flags.split("=", 1)[0] in str(refused.value)
 
 
+def test_honest_spellings_of_flags_are_built_and_what_reaches_a_shell_is_not():
+    """Red team round 73: KernelBench's example passes `extra_cflags=[""]`, and nvcc's flags are often a flag and its
+    value as two entries or two flags in one string; each was refused, a stored `compile_error` for honest code. The
+    rule checks the words build.ninja's shell gets (entries split at spaces)."""
+    honest = ([""], [" -O3 "], ["-O3 --use_fast_math"], ["-gencode", "arch=compute_90,code=sm_90"], ["-arch", "sm_90"],
+              ["-maxrregcount", "64"], ["-Xptxas", "-O3,-v"], ["--expt-relaxed-constexpr"], ["-lcublas"])
+    for flags in honest:
+        assert extensions.refused_flag({"extra_cuda_cflags": flags}) is None, flags
+    for flags in (["-O3\nbuild x: phony"], ["-O3\t-g"], ["-ccbin", "gcc"], ["-Xcompiler", "-fplugin=x.so"],
+                  ["-Xcompiler -wrapper,gdb"], ["-O3 `id`"], ["-O3;id"], ["/tmp/x.o"], ["-I/etc"]):
+        assert "does not pass to a build" in (extensions.refused_flag({"extra_cuda_cflags": flags}) or ""), flags
+
+
 def test_the_build_gets_no_secret_of_the_judges(problem, monkeypatch):
     """Whatever runs in a load_inline build (here a shell command, the judge's check bypassed) finds the worker's
     allowlisted environment, not the judge's."""

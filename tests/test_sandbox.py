@@ -63,6 +63,8 @@ FAULTS = {
     "host infinite loop": ("def solution(x, y):\n    while True:\n        pass\n", "timeout", "ran past its 8 s limit"),
     "loop at import": ("while True:\n    pass\n", "timeout", "load ran past"),
     "os._exit": ("import os\n\ndef solution(x, y):\n    os._exit(3)\n", "runtime_error", "exit code 3"),
+    # the worker was ready: its death at the submission's import is the submission's, not the machine's
+    "os._exit at import": ("import os\n\nos._exit(5)\n", "runtime_error", "exit code 5"),
     "segfault": ("import ctypes\n\ndef solution(x, y):\n    return ctypes.string_at(0)\n",
                  "runtime_error", "killed by SIGSEGV"),
     "exception": ("def solution(x, y):\n    raise ValueError('boom')\n", "runtime_error", "ValueError: boom"),
@@ -566,11 +568,12 @@ def test_a_reply_is_capped_by_the_request_sent_while_the_reader_waited():
     import torch
 
     from kerneldojo.sandbox.channel import Channel
-    from kerneldojo.sandbox.protocol import dumps, reply_cap, send_frame
+    from kerneldojo.sandbox.protocol import READY, dumps, reply_cap, send_frame
 
     judge_end, worker_end = socket.socketpair()
     worker_end.settimeout(10)  # a refused reply is left unread: the send would wait for ever
     channel = Channel(judge_end, torch.device("cpu"), cuda_ipc=False)
+    send_frame(worker_end, dumps((0, READY, None)))
     try:
         time.sleep(0.2)  # the reader is now waiting, with the default cap
         big = b"x" * (reply_cap() + (1 << 20))
@@ -589,10 +592,11 @@ def test_a_frame_sent_after_a_reply_and_before_the_next_request_closes_the_chann
     import torch
 
     from kerneldojo.sandbox.channel import Channel
-    from kerneldojo.sandbox.protocol import PROGRESS, dumps, send_frame
+    from kerneldojo.sandbox.protocol import PROGRESS, READY, dumps, send_frame
 
     judge_end, worker_end = socket.socketpair()
     channel = Channel(judge_end, torch.device("cpu"), cuda_ipc=False)
+    send_frame(worker_end, dumps((0, READY, None)))
     try:
         channel.put((1, "run", ()))
         send_frame(worker_end, dumps((1, PROGRESS, None)))  # allowed: the first call returned

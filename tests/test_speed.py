@@ -240,12 +240,13 @@ def _scripted_worker(frames):
 
     from kerneldojo.sandbox import process
     from kerneldojo.sandbox.channel import Channel
-    from kerneldojo.sandbox.protocol import dumps, loads, recv_frame, send_frame
+    from kerneldojo.sandbox.protocol import READY, dumps, loads, recv_frame, send_frame
 
     class Worker(process._Worker):
         def __init__(self):
             judge_end, self.far = socket.socketpair()
             self.requests = self.replies = Channel(judge_end, torch.device("cpu"))
+            send_frame(self.far, dumps((0, READY, None)))
             self.sequence = 0
             self.process = type("Alive", (), {"is_alive": lambda _: True, "exitcode": None})()
 

@@ -39,8 +39,7 @@ import torch
 from kerneldojo.graders.compile import check_language, compile_submission, detect_language
 from kerneldojo.judge import Judge, versions
 from kerneldojo.result import EvalResult
-from kerneldojo.sandbox.peers import Unavailable
-from kerneldojo.sandbox.protocol import CompileError
+from kerneldojo.sandbox.protocol import CompileError, Unavailable
 from kerneldojo.tasks import get_task
 
 from .store import submission_hash

@@ -25,7 +25,7 @@ import torch
 from kerneldojo.graders.timing import HostGate, L2Flush, time_calls
 from kerneldojo.result import TimeStats
 from kerneldojo.sandbox.device import resolve_device
-from kerneldojo.sandbox.protocol import OPS, PROGRESS, REFERENCE_KINDS, REPLY_ERRORS, SubmissionError, reply_kind
+from kerneldojo.sandbox.protocol import OPS, PROGRESS, READY, REFERENCE_KINDS, REPLY_ERRORS, SubmissionError, reply_kind
 from kerneldojo.tasks import get_task, list_tasks
 
 from .channel import WorkerEnd
@@ -82,6 +82,7 @@ def serve(requests, replies, device_spec: str, scratch: str, outputs_by_value: b
         if syscall_filter is not True:
             print(f"kerneldojo worker: no seccomp filter ({syscall_filter})", file=sys.stderr)
     session = _Session(device_spec, outputs_by_value, replies)
+    _reply(replies, 0, READY, None)
     while True:
         # The last request's objects die before the next is read: a finalizer of the submission's on them would
         # otherwise run inside `requests.get()`, with the next request's number in this frame (red team round 72).

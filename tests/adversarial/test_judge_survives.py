@@ -71,10 +71,11 @@ def test_frames_past_a_requests_reply_are_refused_unread():
     import socket
 
     from kerneldojo.sandbox.channel import Channel
-    from kerneldojo.sandbox.protocol import PROGRESS, PROGRESS_CAP, dumps, reply_cap, send_frame
+    from kerneldojo.sandbox.protocol import PROGRESS, PROGRESS_CAP, READY, dumps, reply_cap, send_frame
 
     judge_end, worker_end = socket.socketpair()
     channel = Channel(judge_end, torch.device("cpu"))
+    send_frame(worker_end, dumps((0, READY, None)))
     try:
         channel.put((1, "run", ()), reply_cap(1 << 20))
         # as many as the request allows, all read: its progress frames, then its reply (round 71: the reply ends it)
@@ -417,3 +418,36 @@ def test_submissions_parsed_in_threads_at_once_all_parse():
     for thread in threads:
         thread.join()
     assert not failures and done[0] > 0, failures[:3]
+
+
+@pytest.mark.parametrize("starts_failing", [1, 2])
+def test_a_worker_that_dies_before_it_is_ready_is_the_machines_failure(monkeypatch, starts_failing):
+    """H200, 2026-11-27: a worker whose CUDA context the GPU's memory could not hold died at its start, and the step
+    was the submission's `runtime_error` "during load". Such a worker never sent its READY, so no submission code ran
+    in it: another worker is tried, and if that one cannot start either the step is `skipped`, the machine's."""
+    from kerneldojo.sandbox import process
+
+    taken: list = []
+    real_take = process._take_worker
+
+    def take(device, limits=None, replace=True):
+        if len(taken) < starts_failing:
+            worker = process._Worker(device, limits)
+            worker.protections(timeout=60)  # confined; its warm-up (imports, a Triton launch: seconds) has begun
+            worker._kill()  # as a worker the machine could not start
+        else:
+            worker = real_take(device, limits, replace)
+        taken.append(worker)
+        return worker
+
+    judge = Judge("cpu", seeds=1, limits={"load": 60, "run": 5, "compile": 10}, result_cache=None)
+    monkeypatch.setattr(process, "_take_worker", take)
+    result = judge.evaluate("vector_add", HONEST, "triton")
+    if starts_failing == 1:
+        assert result.status == "ok" and len(taken) == 2, result.messages
+    else:
+        assert result.status == "skipped" and len(taken) == 2, result.messages
+        assert any("before any submission code ran" in m for m in result.messages), result.messages
+        assert judge.reward.of(result) == judge.reward.failure
+    monkeypatch.undo()
+    _honest_passes(judge)
