@@ -535,9 +535,28 @@ def _start_spare(device: Device, limits: dict | None = None) -> None:
         _top_up(queue_, device, limits)
 
 
+# A worker's CUDA context took 610-658 MiB of an H200 (2026-11-27): eight judges on one GPU, each with its spares and
+# armed replays, filled its memory and workers died at their start. A spare starts only while the GPU keeps
+# SPARE_MIN_FREE_BYTES free (KERNELDOJO_SPARE_MIN_FREE_BYTES) beyond a context for each spare still starting; the
+# worker a step needs now starts regardless.
+SPARE_MIN_FREE_BYTES = int(os.environ.get("KERNELDOJO_SPARE_MIN_FREE_BYTES", 16 << 30))
+CONTEXT_BYTES = 1 << 30
+
+
 def _top_up(queue_: list[_Worker], device: Device, limits: dict) -> None:
-    while len(queue_) < SPARE_WORKERS:
+    while len(queue_) < SPARE_WORKERS and _room_for_a_spare(device, queue_):
         queue_.append(_Worker(device, limits))
+
+
+def _room_for_a_spare(device: Device, queue_: list[_Worker]) -> bool:
+    if device.mode != "gpu":
+        return True
+    try:
+        free, _ = torch.cuda.mem_get_info(device.torch_device)
+    except Exception:  # no answer: the count alone decides, as before
+        return True
+    starting = sum(not w.replies.ready.is_set() for w in queue_)
+    return free - starting * CONTEXT_BYTES >= SPARE_MIN_FREE_BYTES
 
 
 # Workers whose evidence replay is already started under ncu and waiting for its spec (`evidence_replay.arm`):

@@ -613,3 +613,35 @@ def test_a_frame_sent_after_a_reply_and_before_the_next_request_closes_the_chann
     finally:
         channel.close()
         worker_end.close()
+
+
+def test_spares_stop_where_the_gpu_would_keep_too_little_memory(monkeypatch):
+    """H200, 2026-11-27: eight judges' spares filled the GPU's memory (a context is ~0.65 GiB) and workers died at
+    their start. A spare starts only while the GPU keeps SPARE_MIN_FREE_BYTES free beyond a context for each spare
+    still starting; CPU workers are not bounded so."""
+    import threading
+
+    from kerneldojo.sandbox import process
+    from kerneldojo.sandbox.device import resolve_device
+
+    class Starting:  # a spare whose READY has not come yet
+        def __init__(self, device, limits):
+            self.replies = type("Replies", (), {"ready": threading.Event()})()
+
+    gib = 1 << 30
+    monkeypatch.setattr(process, "_Worker", Starting)
+    monkeypatch.setattr(process, "SPARE_WORKERS", 8)
+    monkeypatch.setattr(process, "SPARE_MIN_FREE_BYTES", 16 * gib)
+    monkeypatch.setattr(process.torch.cuda, "mem_get_info", lambda device=None: (20 * gib, 140 * gib))
+    gpu = type("GPU", (), {"mode": "gpu", "torch_device": "cuda:0"})()
+    spares: list = []
+    process._top_up(spares, gpu, {})
+    assert len(spares) == 5  # 20 GiB free: 16 kept, and a context for each of the 4 still starting before the 5th
+    for spare in spares:
+        spare.replies.ready.set()  # their contexts are made: `mem_get_info` counts them from now on
+    monkeypatch.setattr(process.torch.cuda, "mem_get_info", lambda device=None: (15 * gib, 140 * gib))
+    process._top_up(spares, gpu, {})
+    assert len(spares) == 5
+    cpu_spares: list = []
+    process._top_up(cpu_spares, resolve_device("cpu"), {})
+    assert len(cpu_spares) == 8
