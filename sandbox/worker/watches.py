@@ -53,6 +53,12 @@ class ForbiddenOps(TorchDispatchMode):
             self._exiting = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.allowed is not None and func.namespace != "aten" and (kernel := _python_kernel(func, args)):
+            # A `torch.library.custom_op` (or `triton_op`) runs Python: that function runs here, watched like
+            # solution() itself, in place of whatever the operator's table holds (round 60: an honest kernel wrapped
+            # so was flagged, as the watch could not see inside the operator).
+            with self:
+                return kernel(*args, **(kwargs or {}))
         # Named with its namespace: a custom operator named `rt::empty` is not `aten.empty` (red team round 50), and
         # the allowlist holds aten operators only, so every other namespace is flagged.
         op = f"{func.namespace}.{func.overloadpacket.__name__}"
@@ -67,7 +73,8 @@ class ForbiddenOps(TorchDispatchMode):
             elif func.namespace == "aten" and _registered_since_start(func):
                 op = f"{func.name()} (an overload, kernel or dispatch key the submission put in)"  # allowed or not
             elif func.namespace != "aten":  # the watch cannot see inside it (round 50)
-                op = f"{op} (a custom operator: call your kernels from solution() directly)"
+                op = f"{op} (a custom operator with no Python kernel: define it with torch.library.custom_op, or " \
+                     "call your kernels from solution() directly)"
             elif op in self.allowed or (op in INTERPRETER_OPS and _in_launch() and _called_by_interpreter()):
                 op = None
             if op is not None and op not in self.called:
@@ -112,6 +119,19 @@ def torch_at_start() -> TorchAtStart:
         _AT_START = TorchAtStart(tables, frozenset({torch.Tensor, torch.nn.Parameter, FakeTensor, FunctionalTensor}),
                                  probe.seen)
     return _AT_START
+
+
+def _python_kernel(func, args: tuple):
+    """The Python function a `torch.library.custom_op` runs for these arguments' device (a kernel registered for it,
+    else the function it was defined with), or None for an operator defined any other way."""
+    from torch._library.custom_ops import OPDEFS
+
+    opdef = OPDEFS.get(getattr(func, "_name", ""))
+    if opdef is None:
+        return None
+    device = next((a.device.type for a in args if isinstance(a, torch.Tensor)), None)
+    kernel = opdef._backend_fns.get(device) or opdef._init_fn
+    return kernel if callable(kernel) else None
 
 
 class _IncludedKeys(TorchDispatchMode):
