@@ -183,6 +183,23 @@ def test_compile_overlaps_on_cpu_threads_without_holding_a_slot(gpus, monkeypatc
     assert len(evaluating.calls) == 8  # the compile error never took the slot
 
 
+def test_a_build_the_machine_cut_goes_to_the_judge_not_the_store(gpus, monkeypatch):
+    """Red team round 73: the compile stage recorded a `TransientCompileError` (a build killed, a full disk) as the
+    source's `compile_error`, which a resumed batch never judges again; the judge's own compile step tries it again."""
+    from kerneldojo.graders.compile import TransientCompileError
+
+    gpus(1)
+
+    def cut(task, source, language, arch):
+        raise TransientCompileError("the build was killed by SIGKILL")
+
+    monkeypatch.setattr(pool_mod, "compile_submission", cut)
+    evaluating = Recorder()
+    with fake_pool("all", evaluating) as pool:
+        (result,) = pool.evaluate_many([("vector_add", subs.VECTOR_ADD_CUDA, "cuda")])
+    assert result.status == "ok" and len(evaluating.calls) == 1
+
+
 def test_identical_submissions_in_flight_are_judged_once(gpus):
     gpus(2)
     recorder = Recorder()

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from kerneldojo.graders.compile import check_language, compile_submission, detect_language
+from kerneldojo.graders.compile import TransientCompileError, check_language, compile_submission, detect_language
 from kerneldojo.judge import Judge, versions
 from kerneldojo.result import EvalResult
 from kerneldojo.sandbox.protocol import CompileError, Unavailable
@@ -351,6 +351,8 @@ class GPUPool(SubmittingPool):
                 for arch in self._archs:
                     try:
                         compile_submission(task, job.source, job.language, arch)
+                    except TransientCompileError:  # the machine cut it: the judge's own compile step tries again
+                        break
                     except CompileError as e:
                         slot = next(s for s in self.slots if s.judge.device.arch == arch)
                         result = compile_error_result(slot.judge, job, str(e), time.perf_counter() - started)
