@@ -1,11 +1,13 @@
-"""Where a spare worker's start goes: the judge's synchronous part (cgroup, plan, spawn's fork and exec), the
-child's interpreter and imports (torch, kerneldojo), its confinement (`harden`), and each warm-up step
-(`loop.serve`), up to the first answered request. Runs on CPU or GPU.
+"""Where a spare worker's start goes, seen from the judge: its synchronous part (cgroup, plan, spawn's fork and exec),
+then the child's interpreter, imports and confinement (until its protections report arrives), its warm-up (the task
+library, the watch's first use, a Triton launch, on a GPU the CUDA context and the harness's kernels: until its
+`READY`), and the first request's round trip. Runs on CPU or GPU.
 
-    python baselines/bench/bench_worker_start.py [--workers 3] [--device cpu]
+    python baselines/bench/bench_worker_start.py [--workers 3] [--device cpu] [--together]
 
-Prints one line per worker and the medians (seconds). The worker's stages are timed by wrapping loop.py's
-functions in the child (nothing in the judge or the worker changes).
+Prints one line per worker and the medians (seconds). `--together` starts them all at once, as a judge tops up its
+spares. (It used to time the child's steps by wrapping loop.py's functions in the child; an allowlisted worker root
+cannot import this script, so the stages are now the judge's own observations.)
 """
 
 from __future__ import annotations
@@ -18,72 +20,46 @@ import sys
 import time
 
 
-def timed_serve(sock, device_spec: str, scratch: str, plan=None, started: float = 0.0) -> None:
-    """loop.serve_socket with each warm-up step timed; the times go to the worker's output file."""
-    entered = time.time()
-    from kerneldojo.sandbox.worker import loop
-
-    times = {"spawn_and_imports": entered - started}
-    imported = time.time()
-
-    def wrap(name, fn):
-        def timed(*args, **kwargs):
-            begun = time.time()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                times[name] = times.get(name, 0.0) + time.time() - begun
-        return timed
-
-    loop.harden = wrap("harden", loop.harden)
-    loop.list_tasks = wrap("list_tasks", loop.list_tasks)
-    loop._launch_trivial_triton_kernel = wrap("triton_warmup", loop._launch_trivial_triton_kernel)
-    loop.interpreter_code = wrap("interpreter_code", loop.interpreter_code)
-    session_init = loop._Session.__init__
-
-    def ready(self, *args, **kwargs):
-        times["loop_module_import"] = imported - entered
-        times["ready_at"] = time.time() - started
-        # The rest: the forbidden-operator watch's first use (torch._dynamo's import) and torch.empty.
-        times["dynamo_warmup_and_rest"] = times["ready_at"] - sum(v for k, v in times.items() if k != "ready_at")
-        print("TIMES " + json.dumps(times), flush=True)
-        session_init(self, *args, **kwargs)
-
-    loop._Session.__init__ = ready
-    loop.serve_socket(sock, device_spec, scratch, plan)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--together", action="store_true", help="start every worker before waiting for any")
     args = parser.parse_args()
-    import functools
 
     from kerneldojo.sandbox import process
     from kerneldojo.sandbox.device import resolve_device
     from kerneldojo.sandbox.protocol import SubmissionError
 
     device = resolve_device(args.device)
-    rows = []
-    for _ in range(args.workers):
+
+    def start() -> tuple[float, process._Worker, float]:
         started = time.time()
-        process.serve_socket = functools.partial(timed_serve, started=started)
         worker = process._Worker(device)
-        constructed = time.time() - started
-        with contextlib.suppress(SubmissionError):  # no submission loaded: an error reply, once the loop runs
+        return started, worker, time.time() - started
+
+    def observe(started: float, worker: process._Worker, spawned: float) -> dict:
+        protections = worker.protections(timeout=300)
+        confined = time.time() - started
+        worker.replies.ready.wait(300)
+        ready = time.time() - started
+        with contextlib.suppress(SubmissionError):  # no submission loaded: an error reply
             worker.call("flags", (), 300)
         answered = time.time() - started
-        protections = worker.protections()
-        tail = worker.output_tail()
         worker.stop()
-        times = json.loads(tail.split("TIMES ", 1)[1].splitlines()[0]) if "TIMES " in tail else {}
-        row = {"judge_side_s": constructed, "first_reply_s": answered, **times,
-               "protections": sorted(k for k, v in protections.items() if v is True)}
-        rows.append(row)
+        return {"spawn_s": spawned, "interpreter_imports_confine_s": confined - spawned, "warmup_s": ready - confined,
+                "first_request_s": answered - ready, "ready_at_s": ready,
+                "protections": sorted(k for k, v in protections.items() if v is True)}
+
+    rows = []
+    if args.together:
+        rows = [observe(*s) for s in [start() for _ in range(args.workers)]]
+    else:
+        rows = [observe(*start()) for _ in range(args.workers)]
+    for row in rows:
         print(json.dumps(row), flush=True)
     keys = [k for k in rows[0] if k != "protections"]
-    print("medians: " + ", ".join(f"{k} {statistics.median(r.get(k, 0.0) for r in rows):.3f}" for k in keys))
+    print("medians: " + ", ".join(f"{k} {statistics.median(r[k] for r in rows):.3f}" for k in keys))
 
 
 if __name__ == "__main__":
