@@ -974,7 +974,6 @@ def _geomean(values: list[float | None]) -> float | None:
 
 
 @functools.cache
-@functools.cache
 def judge_code_hash() -> str:
     """The judge's own code, in a result's key: a stored verdict is served only by the code that reached it (red team
     round 73: a flag rule, since widened, kept an honest source's stored `compile_error` under the same version)."""
@@ -982,7 +981,8 @@ def judge_code_hash() -> str:
 
     digest = hashlib.sha256()
     for package in ("kerneldojo", "kerneldojo.adapters", "kerneldojo.graders", "kerneldojo.sandbox",
-                    "kerneldojo.sandbox.worker"):
+                    "kerneldojo.sandbox.worker", "kerneldojo.tasks"):  # the tasks' shared code; each task's own files
+        # are in `task_content_hash` (red team round 74: `tasks/spec.py` decides tolerances and allowed operators)
         for path in sorted(Path(importlib.import_module(package).__file__).parent.glob("*.py")):
             digest.update(f"{package}/{path.name}\0".encode() + path.read_bytes())
     return digest.hexdigest()

@@ -106,13 +106,13 @@ def test_the_worker_imports_the_prebuilt_library(problem, first, monkeypatch):
 
 
 def test_a_build_failure_is_a_compile_error_with_the_compilers_message(problem):
-    source = problem.wrap(SOLUTION.read_text().replace('verbose=False', 'verbose=False, extra_cflags=["-fno-such-kd"]'))
+    source = problem.wrap(SOLUTION.read_text().replace('verbose=False', 'verbose=False, extra_cflags=["-std=c++0q"]'))
     _, library = _library(source)
     with pytest.raises(CompileError) as failed:
         build_extensions([source])
     message = str(failed.value)
     print(message)
-    assert "load_inline build failed" in message and "-fno-such-kd" in message, message
+    assert "load_inline build failed" in message and "c++0q" in message, message
     assert str(cache_dir()) not in message  # paths relative to the build folder
     assert not library.exists()  # a failure is not cached
 
@@ -148,14 +148,21 @@ def test_a_flag_a_shell_would_run_is_refused_naming_it(problem):
 
 def test_honest_spellings_of_flags_are_built_and_what_reaches_a_shell_is_not():
     """Red team round 73: KernelBench's example passes `extra_cflags=[""]`, and nvcc's flags are often a flag and its
-    value as two entries or two flags in one string; each was refused, a stored `compile_error` for honest code. The
-    rule checks the words build.ninja's shell gets (entries split at spaces)."""
-    honest = ([""], [" -O3 "], ["-O3 --use_fast_math"], ["-gencode", "arch=compute_90,code=sm_90"], ["-arch", "sm_90"],
-              ["-maxrregcount", "64"], ["-Xptxas", "-O3,-v"], ["--expt-relaxed-constexpr"], ["-lcublas"])
+    value as two entries or two flags in one string; each was refused, a stored `compile_error` for honest code.
+    Round 74: a denylist of program-running flags missed gcc's long spellings (`--prefix` for -B, `--use-ld`) and a
+    specs file written by -MF: flags are an allowlist now, checked on the words build.ninja's shell gets."""
+    honest = ([""], [" -O3 "], ["-O3 --use_fast_math"], ["-gencode", "arch=compute_90,code=sm_90"],
+              ["-gencode=arch=compute_90a,code=[sm_90a,compute_90a]"], ["-arch", "sm_90"], ["-maxrregcount", "64"],
+              ["-Xptxas", "-O3,-v"], ["--expt-relaxed-constexpr"], ["-lcublas"], ["-Wl,-Bsymbolic"],
+              ["-U__CUDA_NO_HALF_OPERATORS__", "--expt-extended-lambda", "-lineinfo", "-std=c++17", "-DBLOCK=128"],
+              ["-Xcompiler", "-fopenmp,-O3"], ["-march=native", "-ffast-math", "-Wno-unused-variable"])
     for flags in honest:
         assert extensions.refused_flag({"extra_cuda_cflags": flags}) is None, flags
+    assert extensions.refused_flag({"extra_include_paths": ["include/"]}) is None
     for flags in (["-O3\nbuild x: phony"], ["-O3\t-g"], ["-ccbin", "gcc"], ["-Xcompiler", "-fplugin=x.so"],
-                  ["-Xcompiler -wrapper,gdb"], ["-O3 `id`"], ["-O3;id"], ["/tmp/x.o"], ["-I/etc"]):
+                  ["-Xcompiler -wrapper,gdb"], ["-O3 `id`"], ["-O3;id"], ["/tmp/x.o"], ["-I/etc"], ["-MFspecs"],
+                  ["-MT.o:xargs"], ["--prefix=."], ["--use-ld=gold"], ["-B."], ["--blah"], ["main.cpp"],
+                  ["-arch", "sm_90;id"], ["-L/usr/lib"], ["-Wl,-rpath,/tmp"], ["-optf", "x"], ["-gencode"]):
         assert "does not pass to a build" in (extensions.refused_flag({"extra_cuda_cflags": flags}) or ""), flags
 
 
