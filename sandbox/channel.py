@@ -33,6 +33,7 @@ class Channel:
         self.closed = threading.Event()
         self.ready = threading.Event()  # the worker's first frame came: it reads requests from now on
         self.error: str | None = None
+        self.forged = False  # a frame past its request's allowance came: only a forger sends one
         threading.Thread(target=self._read, daemon=True, name="kerneldojo-channel-read").start()
         threading.Thread(target=self._write, daemon=True, name="kerneldojo-channel-write").start()
 
@@ -84,6 +85,7 @@ class Channel:
         if not self.ready.is_set():
             return READY_FRAME_BYTES
         if self.frames_left <= 0:
+            self.forged = True
             raise pickle.UnpicklingError("a frame that no pending request asked for (a forged or repeated reply)")
         return self.cap
 

@@ -430,6 +430,8 @@ class _Worker:
                     tail = self._tail_note()
                     self.stop()
                     how = self.replies.error or f"the worker process died ({_describe_exit(self.process.exitcode)})"
+                    if self.replies.forged:  # a second reply, or one before its request: only a forger sends it
+                        raise Flagged({"timing_channel": message("timing_channel", f"{how} during {op}")}) from None
                     if not ready:
                         raise WorkerNotReady(f"{how} before it was ready for {op}, before any submission code ran in "
                                              f"it: the machine's failure (GPU or host memory, a kill from outside), "

@@ -295,6 +295,14 @@ def test_progress_frames_only_shorten_a_run_and_extra_or_forged_ones_are_flagged
         with pytest.raises(Flagged) as caught:
             _scripted_worker(frames).call("run", (), 30, **kwargs)
         assert "timing_channel" in caught.value.checks, case
+    # Two replies to one request, the second refused by the channel before the next request: that request finds
+    # the channel closed, and says forged, not the submission's runtime error (it raced the other way in CI).
+    twice = _scripted_worker(lambda seq: [(seq, "ok", 1), (seq, "ok", 1)])
+    assert twice.call("run", (), 30) == 1
+    assert twice.replies.closed.wait(10) and twice.replies.forged
+    with pytest.raises(Flagged) as caught:
+        twice.call("flags", (), 30)
+    assert "timing_channel" in caught.value.checks
 
 
 def test_a_gpu_lock_file_that_cannot_be_opened_is_named(tmp_path, monkeypatch):
