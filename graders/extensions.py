@@ -89,19 +89,27 @@ def build_extensions(sources: list[str], arch: str | None = None, strict: bool =
 # flag's value either after `=` or as the next word. An include path is a relative one inside the build folder.
 _ARCH = r"(sm|compute)_\d+[af]?"
 _HOST_FLAG = (r"-O[0-3sgz]?|-Ofast|-g[0-3]?|-w|-W(no-)?(error|all|extra|pedantic|[a-z]+(-[a-z0-9+]+)*)(=\w+)?"
-              r"|-D[A-Za-z_]\w*(=[\w.+-]*)?|-U[A-Za-z_]\w*|-std=(c|gnu)(\+\+)?\d\w|-pthread|-fPIC|-fpic"
+              r"|-D[A-Za-z_]\w*(=[\w.+-]*)?|-U[A-Za-z_]\w*|-pthread|-fPIC|-fpic|-ftemplate-depth=\d+"
               r"|-f(no-)?(fast-math|unroll-loops|openmp|omit-frame-pointer|strict-aliasing|tree-vectorize|exceptions"
               r"|finite-math-only|rtti|math-errno|visibility-inlines-hidden)|-fvisibility=(hidden|default)"
               r"|-m(arch|tune)=[\w-]+|-m(no-)?(avx\w*|fma|sse[\w.]*|f16c|bmi2?|popcnt|amx[\w-]*)")
 _PTXAS_FLAG = (r"-O[0-3]|-v|--verbose|--?allow-expensive-optimizations(=(true|false))?|--?warn-on-spills|-warn-spills"
-               r"|-warn-lmem-usage|--?maxrregcount=\d+|-dlcm=(ca|cg|cs)|-dscm=(wb|cg|cs|wt)")
+               r"|-warn-lmem-usage|--?maxrregcount=\d+|-dlcm=(ca|cg|cs)|-dscm=(wb|cg|cs|wt)"
+               r"|--def-load-cache=(ca|cg|cs|lu|cv)|--def-store-cache=(wb|cg|cs|wt)")
 _LINK_FLAG = r"-l[\w+.-]+|-Wl,(-O[0-3]|--as-needed|--no-as-needed|-Bsymbolic(-functions)?|--no-undefined)"
 _DEVICE_FLAG = (r"--?use_fast_math|--?use-fast-math|--?expt-relaxed-constexpr|--?expt-extended-lambda"
                 r"|--?extended-lambda|-lineinfo|--?generate-line-info|-G|--?resource-usage|-res-usage"
-                r"|-(ftz|prec-div|prec-sqrt|fmad)=(true|false)|--?restrict|-t\d+|--threads=\d+")
+                r"|--?restrict|-t\d+|--?disable-warnings|--?Wno-deprecated-gpu-targets|--?extra-device-vectorization")
+_STD = r"(c|gnu)(\+\+)?\d\w"
+_BOOL = r"true|false"
 # Flags whose value is the rest after `=` or the next word: the value's rule.
 _VALUED = {
-    "-arch": _ARCH, "--gpu-architecture": _ARCH, "-code": rf"{_ARCH}(,{_ARCH})*", "--gpu-code": rf"{_ARCH}(,{_ARCH})*",
+    "-std": _STD, "--std": _STD, "-t": r"\d+", "--threads": r"\d+",
+    **{f"{dashes}{name}": _BOOL for dashes in ("-", "--") for name in ("ftz", "prec-div", "prec-sqrt", "fmad")},
+    "-rdc": _BOOL, "--relocatable-device-code": _BOOL,
+    "-Xcudafe": r"(--diag_suppress=[\w,]+|--diag_warning=[\w,]+|--display_error_number)",
+    "-arch": rf"{_ARCH}|native|all|all-major", "--gpu-architecture": rf"{_ARCH}|native|all|all-major",
+    "-code": rf"{_ARCH}(,{_ARCH})*", "--gpu-code": rf"{_ARCH}(,{_ARCH})*",
     "-gencode": rf"arch=compute_\d+[af]?,code=(\[?{_ARCH}(,{_ARCH})*\]?|{_ARCH})",
     "--generate-code": rf"arch=compute_\d+[af]?,code=(\[?{_ARCH}(,{_ARCH})*\]?|{_ARCH})",
     "-maxrregcount": r"\d+", "--maxrregcount": r"\d+", "--default-stream": r"per-thread|legacy|null",

@@ -155,7 +155,10 @@ def test_honest_spellings_of_flags_are_built_and_what_reaches_a_shell_is_not():
               ["-gencode=arch=compute_90a,code=[sm_90a,compute_90a]"], ["-arch", "sm_90"], ["-maxrregcount", "64"],
               ["-Xptxas", "-O3,-v"], ["--expt-relaxed-constexpr"], ["-lcublas"], ["-Wl,-Bsymbolic"],
               ["-U__CUDA_NO_HALF_OPERATORS__", "--expt-extended-lambda", "-lineinfo", "-std=c++17", "-DBLOCK=128"],
-              ["-Xcompiler", "-fopenmp,-O3"], ["-march=native", "-ffast-math", "-Wno-unused-variable"])
+              ["-Xcompiler", "-fopenmp,-O3"], ["-march=native", "-ffast-math", "-Wno-unused-variable"],
+              # round 75: nvcc's long spellings and a few more of its switches
+              ["--ftz=true", "--fmad", "false", "--std=c++17", "--threads", "4", "--disable-warnings"],
+              ["-arch=native", "-Xcudafe", "--diag_suppress=177", "-Xptxas", "--def-load-cache=ca", "-rdc=true"])
     for flags in honest:
         assert extensions.refused_flag({"extra_cuda_cflags": flags}) is None, flags
     assert extensions.refused_flag({"extra_include_paths": ["include/"]}) is None

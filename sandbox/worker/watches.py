@@ -18,6 +18,7 @@ import types
 from pathlib import Path
 
 import torch
+from torch._library import simple_registry as _rules
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import triton_interpreter as _interpreter_fixes
@@ -119,6 +120,31 @@ def torch_at_start() -> TorchAtStart:
         _AT_START = TorchAtStart(tables, frozenset({torch.Tensor, torch.nn.Parameter, FakeTensor, FunctionalTensor}),
                                  probe.seen)
     return _AT_START
+
+
+_FIND_RULE = _rules.GenericTorchDispatchRuleHolder.find
+
+
+def _find_rule_but_the_watchs(self, torch_dispatch_class: type):
+    """torch's lookup of a `torch.library.register_torch_dispatch` rule, in a worker: a rule keyed by the watch's
+    class would run in place of its `__torch_dispatch__` for that operator, unseen (red team round 75: `aten::mm`'s
+    rule for `type(mode)`, or a custom_op's `register_torch_dispatch`). `Tampering` guards this lookup and what
+    reaches it."""
+    if isinstance(torch_dispatch_class, type) and issubclass(torch_dispatch_class, ForbiddenOps):
+        return None
+    return _FIND_RULE(self, torch_dispatch_class)
+
+
+_rules.GenericTorchDispatchRuleHolder.find = _find_rule_but_the_watchs  # on import: before any submission's code
+
+
+def _rule_holders_replaced() -> list[str]:
+    """Operators whose rule holder is no longer torch's own (a holder of the submission's finds its own rules)."""
+    holder = _rules.GenericTorchDispatchRuleHolder
+    return [f"torch._library.simple_registry: {name}.torch_dispatch_rules"
+            for name, entry in list(vars(_rules.singleton).get("_data", {}).items())
+            if type(getattr(entry, "torch_dispatch_rules", None)) is not holder
+            or "find" in vars(entry.torch_dispatch_rules)]
 
 
 def _python_kernel(func, args: tuple):
@@ -245,6 +271,11 @@ def _guarded(extra: dict[str, tuple[object, list[str]]]) -> dict[str, tuple[obje
         "kerneldojo.sandbox.worker.watches": (sys.modules[__name__], ["_AT_START", "torch_at_start",
                                                                       "_registered_since_start"]),
         "torch._C": (torch._C, ["_dispatch_dump", "_dispatch_tls_local_include_set", "_dispatch_get_all_op_names"]),
+        # where torch looks up a dispatch rule for a mode (round 75)
+        "torch._library.simple_registry": (_rules, ["singleton", "find_torch_dispatch_rule"]),
+        "torch._library.simple_registry.SimpleLibraryRegistry": (_rules.SimpleLibraryRegistry, ["find"]),
+        "torch._library.simple_registry.GenericTorchDispatchRuleHolder": (_rules.GenericTorchDispatchRuleHolder,
+                                                                          ["find"]),
         "Tampering": (Tampering, ["changed"]),
         **extra,
     }
@@ -273,7 +304,8 @@ class Tampering:
 
     def changed(self) -> list[str]:
         return [name for name, (owner, attr) in self._watch.items()
-                if any(a is not b for a, b in zip(_identity(_raw(owner, attr)), self._before[name], strict=True))]
+                if any(a is not b for a, b in zip(_identity(_raw(owner, attr)), self._before[name], strict=True))
+                ] + _rule_holders_replaced()
 
 
 def _identity(value: object) -> tuple:
