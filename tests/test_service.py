@@ -511,3 +511,42 @@ def test_the_leaderboard_page_names_who_sent_a_label():
            "best": {"label": "alice/vector_add", "owner": "bob", "language": "triton", "speedup": 2.0, "public": True}}
     page = _html_table([row, {**row, "best": {"speedup": 1.0}}])
     assert "<td>alice/vector_add (bob)</td>" in page and "<td>(private)</td>" in page
+
+
+def test_a_stop_leaves_queued_jobs_to_the_restarted_service(tmp_path):
+    """Red team round 78: on a graceful stop, the pool failed what waited for a slot ("pool closed"), each failure
+    dispatched the next job to the closed pool (deep enough to recurse out), and every end was logged: those jobs,
+    other users' too, never ran. A stop now logs no end for what it drops, and the restarted service runs them."""
+    import concurrent.futures as cf
+
+    from kerneldojo.batch import submission
+    from kerneldojo.service.jobs import JobQueue
+
+    class Held:  # a pool whose evaluations wait; closing it drops them, as GPUPool.close(wait=False) does
+        def __init__(self):
+            self.futures, self.closed = [], False
+
+        def submit(self, task, source, language, retime=False):
+            if self.closed:
+                raise RuntimeError("the pool is closed")
+            self.futures.append(cf.Future())
+            return self.futures[-1]
+
+        def close(self, wait=False):
+            self.closed = True
+            for future in self.futures:
+                future.set_exception(cf.CancelledError("pool closed"))
+
+    store = ResultStore(tmp_path / "results.jsonl")
+    queue = JobQueue(tmp_path / "state", store, Held(), in_flight=1)
+    jobs = [queue.submit(submission("vector_add", subs.VECTOR_ADD_TRITON + f"\n# {i}\n", None, str(i)), owner)
+            for i, owner in enumerate(["bob", "alice", "carol"])]
+    queue.close()
+    assert all(job.state != "failed" for job in jobs), [(j.state, j.error) for j in jobs]
+    restarted = JobQueue(tmp_path / "state", store, InstantExecutor("ok"), in_flight=1)
+    try:
+        for job in jobs:
+            again = restarted.jobs[job.id]
+            assert restarted.wait(again, 30) and again.state == "done", (again.state, again.error)
+    finally:
+        restarted.close()

@@ -128,6 +128,7 @@ class JobQueue:
         self._pending: deque[Job] = deque()
         self._running: dict[str, list[Job]] = {}  # hash -> the jobs waiting for its evaluation
         self._lock = threading.RLock()
+        self._closing = False  # a stop: what the executor drops stays queued in the log, to run after a restart
         self._stack = contextlib.ExitStack()
         self._append_result = self._stack.enter_context(store.writer())  # held while the service runs
         self._by_job: dict[str, dict] = {}  # job id -> the record its evaluation wrote
@@ -231,7 +232,7 @@ class JobQueue:
             self._pending.append(job)
 
     def _dispatch(self) -> None:
-        while self._pending and len(self._running) - len(self._pending) < self.in_flight:
+        while not self._closing and self._pending and len(self._running) - len(self._pending) < self.in_flight:
             job = self._pending.popleft()
             job.state, job.started = "running", time.time()
             try:
@@ -277,6 +278,8 @@ class JobQueue:
                 rejudged: bool = False) -> None:  # fmt: skip
         with self._lock:
             waiting = self._running.pop(self._key(job), [job])
+            if result is None and self._closing:  # dropped by the stop, not failed: no end logged, so a restarted
+                return  # service runs it again (red team round 78: a graceful stop failed every queued job for good)
             if result is not None:
                 record = self._record(job, result, slot, rejudged)
                 try:
@@ -313,6 +316,7 @@ class JobQueue:
         return job.ended.wait(timeout)
 
     def close(self, wait: bool = False) -> None:
+        self._closing = True
         self.executor.close(wait=wait)
         with self._lock:
             self._stack.close()
