@@ -550,3 +550,34 @@ def test_a_stop_leaves_queued_jobs_to_the_restarted_service(tmp_path):
             assert restarted.wait(again, 30) and again.state == "done", (again.state, again.error)
     finally:
         restarted.close()
+
+
+def test_one_owners_queue_does_not_hold_back_another_owners_job(tmp_path):
+    """Red team round 78: one batch of a thousand hanging jobs queued every other user's job behind it (first in,
+    first out). The next job is now the oldest of the owner served least."""
+    import concurrent.futures as cf
+
+    from kerneldojo.batch import submission
+    from kerneldojo.service.jobs import JobQueue
+
+    started: list[str] = []
+
+    class Recording:
+        def submit(self, task, source, language, retime=False):
+            started.append(source.rsplit("# ", 1)[1].strip())
+            return cf.Future()  # never ends: each holds its slot
+
+        def close(self, wait=False):
+            pass
+
+    queue = JobQueue(tmp_path / "state", ResultStore(tmp_path / "results.jsonl"), Recording(), in_flight=1)
+    try:
+        for owner, name in [("bob", "b1"), ("bob", "b2"), ("bob", "b3"), ("alice", "a1")]:
+            queue.submit(submission("vector_add", subs.VECTOR_ADD_TRITON + f"\n# {name}\n", None, name), owner)
+        assert started == ["b1"]
+        queue.in_flight = 3  # two more slots free up
+        with queue._lock:
+            queue._dispatch()
+        assert started == ["b1", "a1", "b2"]
+    finally:
+        queue.close()
