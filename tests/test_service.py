@@ -513,32 +513,38 @@ def test_the_leaderboard_page_names_who_sent_a_label():
     assert "<td>alice/vector_add (bob)</td>" in page and "<td>(private)</td>" in page
 
 
+class HeldPool:
+    """A pool whose evaluations wait; closing it drops them, as GPUPool.close(wait=False) does."""
+
+    def __init__(self):
+        self.futures, self.closed = [], False
+
+    def submit(self, task, source, language, retime=False):
+        import concurrent.futures as cf
+
+        if self.closed:
+            raise RuntimeError("the pool is closed")
+        self.futures.append(cf.Future())
+        return self.futures[-1]
+
+    def close(self, wait=False):
+        import concurrent.futures as cf
+
+        self.closed = True
+        for future in self.futures:
+            future.set_exception(cf.CancelledError("pool closed"))
+
+
 def test_a_stop_leaves_queued_jobs_to_the_restarted_service(tmp_path):
     """Red team round 78: on a graceful stop, the pool failed what waited for a slot ("pool closed"), each failure
     dispatched the next job to the closed pool (deep enough to recurse out), and every end was logged: those jobs,
     other users' too, never ran. A stop now logs no end for what it drops, and the restarted service runs them."""
-    import concurrent.futures as cf
 
     from kerneldojo.batch import submission
     from kerneldojo.service.jobs import JobQueue
 
-    class Held:  # a pool whose evaluations wait; closing it drops them, as GPUPool.close(wait=False) does
-        def __init__(self):
-            self.futures, self.closed = [], False
-
-        def submit(self, task, source, language, retime=False):
-            if self.closed:
-                raise RuntimeError("the pool is closed")
-            self.futures.append(cf.Future())
-            return self.futures[-1]
-
-        def close(self, wait=False):
-            self.closed = True
-            for future in self.futures:
-                future.set_exception(cf.CancelledError("pool closed"))
-
     store = ResultStore(tmp_path / "results.jsonl")
-    queue = JobQueue(tmp_path / "state", store, Held(), in_flight=1)
+    queue = JobQueue(tmp_path / "state", store, HeldPool(), in_flight=1)
     jobs = [queue.submit(submission("vector_add", subs.VECTOR_ADD_TRITON + f"\n# {i}\n", None, str(i)), owner)
             for i, owner in enumerate(["bob", "alice", "carol"])]
     queue.close()
@@ -554,30 +560,69 @@ def test_a_stop_leaves_queued_jobs_to_the_restarted_service(tmp_path):
 
 def test_one_owners_queue_does_not_hold_back_another_owners_job(tmp_path):
     """Red team round 78: one batch of a thousand hanging jobs queued every other user's job behind it (first in,
-    first out). The next job is now the oldest of the owner served least."""
+    first out). Round 79: ranking owners by their past dispatches let a newcomer's later jobs pass an older user's,
+    and a job sharing another owner's pending evaluation waited behind that owner's backlog. The next evaluation is
+    now the oldest among those whose least busy owner has the fewest running now."""
     import concurrent.futures as cf
 
     from kerneldojo.batch import submission
     from kerneldojo.service.jobs import JobQueue
 
-    started: list[str] = []
+    started: dict[str, cf.Future] = {}
 
     class Recording:
         def submit(self, task, source, language, retime=False):
-            started.append(source.rsplit("# ", 1)[1].strip())
-            return cf.Future()  # never ends: each holds its slot
+            started[source.rsplit("# ", 1)[1].strip()] = cf.Future()  # each holds its slot until set
+            return started[list(started)[-1]]
 
         def close(self, wait=False):
             pass
 
     queue = JobQueue(tmp_path / "state", ResultStore(tmp_path / "results.jsonl"), Recording(), in_flight=1)
+
+    def submit(owner: str, name: str, source_name: str | None = None):
+        return queue.submit(submission("vector_add", subs.VECTOR_ADD_TRITON + f"\n# {source_name or name}\n", None,
+                                       name), owner)
+
     try:
-        for owner, name in [("bob", "b1"), ("bob", "b2"), ("bob", "b3"), ("alice", "a1")]:
-            queue.submit(submission("vector_add", subs.VECTOR_ADD_TRITON + f"\n# {name}\n", None, name), owner)
-        assert started == ["b1"]
-        queue.in_flight = 3  # two more slots free up
+        for i in range(3):  # alice's history: served and done
+            submit("alice", f"a{i}")
+            started[f"a{i}"].set_result(a_result("vector_add", "triton", "ok"))
+        for owner, name in [("mallory", "m1"), ("alice", "a3"), ("mallory", "m2"), ("mallory", "m3")]:
+            submit(owner, name)
+        submit("mallory", "m4", "shared")
+        submit("carol", "c1", "shared")  # the same source: it shares m4's evaluation
+        assert list(started) == ["a0", "a1", "a2", "m1"]
+        queue.in_flight = 3  # two more slots
         with queue._lock:
             queue._dispatch()
-        assert started == ["b1", "a1", "b2"]
+        # alice and carol have nothing running, mallory one: a3 (the oldest), then the evaluation carol shares
+        assert list(started)[4:] == ["a3", "shared"]
     finally:
         queue.close()
+
+
+def test_many_refused_submits_fail_their_jobs_without_recursing(tmp_path):
+    """Red team round 79: at a restart, each queued job whose submit the executor refused (a task retired meanwhile)
+    failed inside the dispatch loop and dispatched the next from there: a thousand recursed out, and the service
+    could not start."""
+    from kerneldojo.batch import submission
+    from kerneldojo.service.jobs import JobQueue
+
+    class Refusing:
+        def submit(self, task, source, language, retime=False):
+            raise RuntimeError("no such task here")
+
+        def close(self, wait=False):
+            pass
+
+    store = ResultStore(tmp_path / "results.jsonl")
+    queue = JobQueue(tmp_path / "state", store, HeldPool(), in_flight=1)
+    sources = [submission("vector_add", subs.VECTOR_ADD_TRITON + f"\n# {i}\n", None, str(i)) for i in range(600)]
+    jobs = queue.submit_within([(sub, False) for sub in sources], "mallory", None)  # 599 wait for the one slot
+    queue.close()
+    restarted = JobQueue(tmp_path / "state", store, Refusing(), in_flight=1)  # two frames a job: past the limit
+    try:
+        assert all(restarted.jobs[j.id].state == "failed" for j in jobs)
+    finally:
+        restarted.close()

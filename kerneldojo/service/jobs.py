@@ -126,7 +126,8 @@ class JobQueue:
         self.executor, self.in_flight, self.metrics = executor, max(1, in_flight), metrics
         self.jobs: dict[str, Job] = {}
         self._pending: deque[Job] = deque()
-        self._dispatched: dict[str, int] = {}  # per owner: the next job is the least-served owner's oldest
+        self._in_flight: dict[str, int] = {}  # evaluations running per owner: the next job is the least busy's
+        self._dispatching = False  # a refused submit fails its job inside the loop, which then goes on
         self._running: dict[str, list[Job]] = {}  # hash -> the jobs waiting for its evaluation
         self._lock = threading.RLock()
         self._closing = False  # a stop: what the executor drops stays queued in the log, to run after a restart
@@ -233,24 +234,34 @@ class JobQueue:
             self._pending.append(job)
 
     def _dispatch(self) -> None:
-        while not self._closing and self._pending and len(self._running) - len(self._pending) < self.in_flight:
-            job = self._next_pending()
-            job.state, job.started = "running", time.time()
-            try:
-                future = self.executor.submit(job.task, job.source, job.language)
-            except Exception as e:  # validated on submit; a pool that closed under us
-                self._finish(job, None, e, None)
-                continue
-            future.add_done_callback(lambda f, job=job: self._on_result(job, f))
+        if self._dispatching:  # called back from `_finish` inside this loop (red team round 79: a thousand refused
+            return  # submits at a restart recursed out)
+        self._dispatching = True
+        try:
+            while not self._closing and self._pending and len(self._running) - len(self._pending) < self.in_flight:
+                job = self._next_pending()
+                job.state, job.started = "running", time.time()
+                self._in_flight[job.owner] = self._in_flight.get(job.owner, 0) + 1
+                try:
+                    future = self.executor.submit(job.task, job.source, job.language)
+                except Exception as e:  # validated on submit; a pool that closed under us, a task retired
+                    self._finish(job, None, e, None)
+                    continue
+                future.add_done_callback(lambda f, job=job: self._on_result(job, f))
+        finally:
+            self._dispatching = False
         if self.metrics:
             self.metrics.queued(*self.depth())
 
     def _next_pending(self) -> Job:
-        """The oldest pending job of the owner served least so far: one owner's thousand hanging jobs queue behind
-        each other, not ahead of everyone's (red team round 78)."""
-        job = min(self._pending, key=lambda j: self._dispatched.get(j.owner, 0))  # min keeps the first of equals
+        """The oldest pending evaluation among those of whose owners the least busy has the fewest running now (an
+        evaluation shared by several owners' identical jobs counts as its least busy owner's): one owner's thousand
+        hanging jobs queue behind each other, not ahead of everyone's (red team rounds 78, 79)."""
+        def busy(job: Job) -> int:
+            return min(self._in_flight.get(w.owner, 0) for w in self._running.get(self._key(job), [job]))
+
+        job = min(self._pending, key=busy)  # min keeps the first, the oldest, of equals
         self._pending.remove(job)
-        self._dispatched[job.owner] = self._dispatched.get(job.owner, 0) + 1
         return job
 
     def _on_result(self, job: Job, future: cf.Future, rejudged: bool = False) -> None:
@@ -286,9 +297,11 @@ class JobQueue:
     def _finish(self, job: Job, result: EvalResult | None, error: BaseException | None, slot: str | None,
                 rejudged: bool = False) -> None:  # fmt: skip
         with self._lock:
-            waiting = self._running.pop(self._key(job), [job])
-            if result is None and self._closing:  # dropped by the stop, not failed: no end logged, so a restarted
+            if self._closing:  # dropped by the stop (or ending after it), not failed: no end logged, so a restarted
                 return  # service runs it again (red team round 78: a graceful stop failed every queued job for good)
+            waiting = self._running.pop(self._key(job), [job])
+            if job.started:
+                self._in_flight[job.owner] = self._in_flight.get(job.owner, 1) - 1
             if result is not None:
                 record = self._record(job, result, slot, rejudged)
                 try:
