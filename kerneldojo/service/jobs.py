@@ -24,7 +24,7 @@ import os
 import threading
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -126,7 +126,6 @@ class JobQueue:
         self.executor, self.in_flight, self.metrics = executor, max(1, in_flight), metrics
         self.jobs: dict[str, Job] = {}
         self._pending: deque[Job] = deque()
-        self._in_flight: dict[str, int] = {}  # evaluations running per owner: the next job is the least busy's
         self._dispatching = False  # a refused submit fails its job inside the loop, which then goes on
         self._running: dict[str, list[Job]] = {}  # hash -> the jobs waiting for its evaluation
         self._lock = threading.RLock()
@@ -241,7 +240,6 @@ class JobQueue:
             while not self._closing and self._pending and len(self._running) - len(self._pending) < self.in_flight:
                 job = self._next_pending()
                 job.state, job.started = "running", time.time()
-                self._in_flight[job.owner] = self._in_flight.get(job.owner, 0) + 1
                 try:
                     future = self.executor.submit(job.task, job.source, job.language)
                 except Exception as e:  # validated on submit; a pool that closed under us, a task retired
@@ -257,8 +255,10 @@ class JobQueue:
         """The oldest pending evaluation among those of whose owners the least busy has the fewest running now (an
         evaluation shared by several owners' identical jobs counts as its least busy owner's): one owner's thousand
         hanging jobs queue behind each other, not ahead of everyone's (red team rounds 78, 79)."""
+        running = Counter(waiters[0].owner for waiters in self._running.values() if waiters[0].state == "running")
+
         def busy(job: Job) -> int:
-            return min(self._in_flight.get(w.owner, 0) for w in self._running.get(self._key(job), [job]))
+            return min(running[w.owner] for w in self._running.get(self._key(job), [job]))
 
         job = min(self._pending, key=busy)  # min keeps the first, the oldest, of equals
         self._pending.remove(job)
@@ -300,8 +300,6 @@ class JobQueue:
             if self._closing:  # dropped by the stop (or ending after it), not failed: no end logged, so a restarted
                 return  # service runs it again (red team round 78: a graceful stop failed every queued job for good)
             waiting = self._running.pop(self._key(job), [job])
-            if job.started:
-                self._in_flight[job.owner] = self._in_flight.get(job.owner, 1) - 1
             if result is not None:
                 record = self._record(job, result, slot, rejudged)
                 try:
