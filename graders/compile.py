@@ -103,10 +103,11 @@ def _folder_bytes(path: str) -> int:
 def missing_builds(libraries: dict) -> list:
     """The keys of `libraries` not built yet (a library and its kernel list); the others are reused, so the youngest
     to be evicted (`make_room`)."""
-    missing = [key for key, library in libraries.items()
-               if not (library.exists() and library.with_name(KERNEL_NAMES).exists())]
+    missing = []
     for key, library in libraries.items():
-        if key not in missing:
+        if not (library.exists() and library.with_name(KERNEL_NAMES).exists()):
+            missing.append(key)
+        else:
             with contextlib.suppress(OSError):
                 os.utime(library.parent)
     return missing

@@ -102,20 +102,19 @@ _DEVICE_FLAG = (r"--?use_fast_math|--?use-fast-math|--?expt-relaxed-constexpr|--
                 r"|--?restrict|-t\d+|--?disable-warnings|--?Wno-deprecated-gpu-targets|--?extra-device-vectorization")
 _STD = r"(c|gnu)(\+\+)?\d\w"
 _BOOL = r"true|false"
-# Flags whose value is the rest after `=` or the next word: the value's rule.
-_VALUED = {
-    "-std": _STD, "--std": _STD, "-t": r"\d+", "--threads": r"\d+",
-    **{f"{dashes}{name}": _BOOL for dashes in ("-", "--") for name in ("ftz", "prec-div", "prec-sqrt", "fmad")},
-    "-rdc": _BOOL, "--relocatable-device-code": _BOOL,
-    "-Xcudafe": r"(--diag_suppress=[\w,]+|--diag_warning=[\w,]+|--display_error_number)",
-    "-arch": rf"{_ARCH}|native|all|all-major", "--gpu-architecture": rf"{_ARCH}|native|all|all-major",
-    "-code": rf"{_ARCH}(,{_ARCH})*", "--gpu-code": rf"{_ARCH}(,{_ARCH})*",
-    "-gencode": rf"arch=compute_\d+[af]?,code=(\[?{_ARCH}(,{_ARCH})*\]?|{_ARCH})",
-    "--generate-code": rf"arch=compute_\d+[af]?,code=(\[?{_ARCH}(,{_ARCH})*\]?|{_ARCH})",
-    "-maxrregcount": r"\d+", "--maxrregcount": r"\d+", "--default-stream": r"per-thread|legacy|null",
-    "-Xptxas": rf"({_PTXAS_FLAG})(,({_PTXAS_FLAG}))*", "--ptxas-options": rf"({_PTXAS_FLAG})(,({_PTXAS_FLAG}))*",
-    "-Xcompiler": rf"({_HOST_FLAG})(,({_HOST_FLAG}))*", "--compiler-options": rf"({_HOST_FLAG})(,({_HOST_FLAG}))*",
+_GENCODE = rf"arch=compute_\d+[af]?,code=(\[?{_ARCH}(,{_ARCH})*\]?|{_ARCH})"
+# Flags whose value is the rest after `=` or the next word, each spelling of a flag beside its others: the value's rule.
+_VALUES = {
+    ("-std", "--std"): _STD, ("-t", "--threads"): r"\d+", ("-maxrregcount", "--maxrregcount"): r"\d+",
+    ("-ftz", "--ftz", "-prec-div", "--prec-div", "-prec-sqrt", "--prec-sqrt", "-fmad", "--fmad"): _BOOL,
+    ("-rdc", "--relocatable-device-code"): _BOOL, ("--default-stream",): r"per-thread|legacy|null",
+    ("-Xcudafe",): r"(--diag_suppress=[\w,]+|--diag_warning=[\w,]+|--display_error_number)",
+    ("-arch", "--gpu-architecture"): rf"{_ARCH}|native|all|all-major", ("-code", "--gpu-code"): rf"{_ARCH}(,{_ARCH})*",
+    ("-gencode", "--generate-code"): _GENCODE,
+    ("-Xptxas", "--ptxas-options"): rf"({_PTXAS_FLAG})(,({_PTXAS_FLAG}))*",
+    ("-Xcompiler", "--compiler-options"): rf"({_HOST_FLAG})(,({_HOST_FLAG}))*",
 }
+_VALUED = {flag: rule for flags, rule in _VALUES.items() for flag in flags}
 FLAG = re.compile(f"{_HOST_FLAG}|{_LINK_FLAG}|{_DEVICE_FLAG}")
 INCLUDE_PATH = re.compile(r"(?!/)(?!.*(^|/)\.\.(/|$))[\w.+-]+(/[\w.+-]+)*/?")
 FLAG_ARGUMENTS = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags")
