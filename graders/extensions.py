@@ -140,6 +140,13 @@ def refused_word(text: str) -> str | None:
 
 def refused_flag(call: dict) -> str | None:
     """Why a load_inline call's flags cannot be built by the judge (naming the flag), or None."""
+    # Flags of another kind (extra_sycl_cflags, whatever torch adds next) go to a build this allowlist never read
+    # (red team round 80): refused whole.
+    unknown = sorted(a for a, v in call.items() if a.startswith("extra_") and v
+                     and a not in (*FLAG_ARGUMENTS, "extra_include_paths"))
+    if unknown:
+        return (f"load_inline: {unknown[0]} is not an argument the judge passes to a build; flags go in "
+                f"{', '.join(FLAG_ARGUMENTS)} and headers' folders in extra_include_paths")
     for argument in (*FLAG_ARGUMENTS, "extra_include_paths"):
         values = call.get(argument) or []
         entries = [values] if isinstance(values, str) else list(values)

@@ -21,6 +21,7 @@ import math
 import os
 import platform
 import secrets
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -380,7 +381,11 @@ class Judge:
                 try:
                     fired = self._gather_evidence(task, build, own, case, retry, None, claimed, result.evidence)
                 except Exception as again:
-                    if isinstance(again, WorkerNotReady):  # the pass's own fresh worker: no submission ran in it
+                    # Both replays' workers never ready: the machine's failure twice. Not when the first replay ran
+                    # the submission and failed: a cheat that dies on its replay, its other submission filling the
+                    # GPU's memory as the retry's worker starts, would turn the sampled pass's fine into a `skipped`
+                    # (red team round 80).
+                    if isinstance(again, WorkerNotReady) and isinstance(first, WorkerNotReady):
                         raise Unavailable(f"the evidence pass could not run: {capped(str(again))[:500]}") from first
                     if self.evidence != "sampled":
                         raise again from first  # every step replayed: dying there earns a failure's reward, no more
@@ -553,8 +558,9 @@ class Judge:
         """One worker per rank, and the peer memory they share."""
         cases = task.cases("small" if self.device.mode == "cpu" else "test") + task.cases("bench") * self.timed
         buffer_bytes = max(task.reference.peer_buffer_bytes(c.shape) for c in cases)
-        return CollectiveSolution(devices, lambda d: WorkerSolution(task, build, _on(self.device, d), self.limits),
-                                  buffer_bytes)
+        all_ready = threading.Barrier(len(devices))  # no rank loads the submission while another's worker starts
+        return CollectiveSolution(devices, lambda d: WorkerSolution(task, build, _on(self.device, d), self.limits,
+                                                                    all_ready), buffer_bytes)
 
     def _check(self, task: Task, solution: SubmissionHandle, result: EvalResult, bench: bool) -> None:
         cases = task.cases("small" if self.device.mode == "cpu" else "test")

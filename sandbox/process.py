@@ -66,6 +66,7 @@ from .protocol import (
     SubmissionError,
     SubmissionTimeout,
     TimedRuns,
+    Unavailable,
     WorkerNotReady,
     capped,
     read_regular_tail,
@@ -80,18 +81,35 @@ from .worker.loop import serve_socket
 class WorkerSolution:
     """A `protocol.SubmissionHandle` served by a worker process."""
 
-    def __init__(self, task: Task, build: Build, device: Device, limits: dict[str, float] | None = None):
+    def __init__(self, task: Task, build: Build, device: Device, limits: dict[str, float] | None = None,
+                 all_ready: threading.Barrier | None = None):
+        """`all_ready`: a barrier the workers of a distributed step pass once each is ready, so that no rank's
+        submission code runs while another rank's worker is still starting (red team round 80: one rank's code,
+        seeing every GPU, could fill the next rank's memory and make its start fail, the machine's `skipped`)."""
         self.limits = {**LIMITS_S, **(limits or {})}
-        for attempt in range(2):  # a worker that could not start is the machine's doing: another gets a try
-            self._worker = _take_worker(device, self.limits)
-            try:
-                # What the worker could set up around itself (namespaces, limits), for the judge to log; it comes
-                # once the worker is set up.
-                self._start(task, build, self._worker.protections(timeout=self.limits["load"]))
-                return
-            except WorkerNotReady:
-                if attempt:
-                    raise
+        try:
+            for attempt in range(2):  # a worker that could not start is the machine's doing: another gets a try
+                self._worker = _take_worker(device, self.limits)
+                try:
+                    # What the worker could set up around itself (namespaces, limits), for the judge to log; it
+                    # comes once the worker is set up, its READY after its warm-up.
+                    protections = self._worker.protections(timeout=self.limits["load"])
+                    self._worker.wait_ready(self.limits["load"])
+                    break
+                except WorkerNotReady:
+                    if attempt:
+                        raise
+            if all_ready is not None:
+                all_ready.wait(self.limits["load"])
+        except BaseException as e:
+            if all_ready is not None:
+                all_ready.abort()
+            if getattr(self, "_worker", None) is not None:
+                self._worker.stop()
+            if isinstance(e, threading.BrokenBarrierError):
+                raise Unavailable("another rank's worker could not start: no rank loaded the submission") from None
+            raise
+        self._start(task, build, protections)
 
     def _start(self, task: Task, build: Build, protections: dict) -> None:
         """Every backend's, once its worker is set up: the processes its cgroup holds now are the worker's own, taken
@@ -470,6 +488,21 @@ class _Worker:
         self._kill()
         self.replies.close()
         remove_tree(self.scratch)
+
+    def wait_ready(self, limit_s: float) -> None:
+        """Until the worker's READY, before any request: a worker that dies or stays silent is `WorkerNotReady`."""
+        deadline = time.monotonic() + limit_s
+        while not self.replies.ready.wait(0.1):
+            if self.replies.closed.is_set() or not self.process.is_alive() or time.monotonic() > deadline:
+                self._let_it_end()
+                self._kill()
+                ready = self._was_ready()
+                self.stop()
+                if not ready:
+                    raise WorkerNotReady(f"the worker did not become ready within {limit_s:g} s "
+                                         f"({_describe_exit(self.process.exitcode)}), before any submission code ran "
+                                         "in it: the machine's failure (GPU or host memory, a kill from outside)")
+                return
 
     def _was_ready(self) -> bool:
         """Did the killed worker send its READY (`protocol.READY`)? Its frames are read to its end first: a

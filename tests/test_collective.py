@@ -68,6 +68,35 @@ def test_one_rank_hanging_is_a_timeout():
     assert result.status == "timeout", result.messages
 
 
+def test_no_rank_loads_the_submission_while_another_ranks_worker_starts(monkeypatch):
+    """Red team round 80: rank 0 loaded the submission while rank 1's worker was still starting, so rank 0's code
+    (which, on the process backend, sees every GPU) could fill rank 1's memory and make that start fail: the
+    machine's `skipped`, not the submission's failure. Every rank's worker is READY before any rank loads."""
+    from kerneldojo.sandbox import process
+
+    started: list = []
+    loads: list = []
+    real_take, real_load = process._take_worker, process.WorkerSolution._load
+
+    def take(device, limits=None, replace=True):
+        started.append(device)
+        if len(started) == 1:
+            return real_take(device, limits, replace)
+        worker = process._Worker(device, limits)  # every worker after the first rank's dies before its READY
+        worker.protections(timeout=60)
+        worker._kill()
+        return worker
+
+    monkeypatch.setattr(process, "_take_worker", take)
+    monkeypatch.setattr(process.WorkerSolution, "_load", lambda self, task, build: (loads.append(self), real_load(
+        self, task, build))[1])
+    result = Judge("cpu", limits={"load": 60.0, "compile": 0.0}, result_cache=None).evaluate(
+        "all_reduce", BASELINE, "triton")
+    assert result.status == "skipped", result.messages
+    assert not loads, "a rank loaded the submission though another rank's worker never became ready"
+    assert len(started) == 3  # rank 1's worker and its retry, and rank 0's
+
+
 def test_without_a_worker_per_rank_the_result_says_skipped_and_why():
     result = Judge("cpu", isolation="none").evaluate("all_reduce", BASELINE, "triton")
     assert result.status == "skipped" and result.reward == 0

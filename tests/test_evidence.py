@@ -274,6 +274,10 @@ def test_a_replay_that_died_fails_the_step_and_says_what_stopped_it(monkeypatch)
     ("sampled", ["died", "died"], "evidence_failed"),  # drawn one step in 8: dying must cost the pass's fine
     ("sampled", ["died", "unavailable"], "note"),  # the second replay decided nothing: the machine's (no ncu)
     ("sampled", ["raises", "raises"], "evidence_failed"),  # any failure of a drawn pass (round 37: a csv error)
+    ("sampled", ["not_ready", "not_ready"], "skipped"),  # neither replay's worker started: the machine's, twice
+    # round 80: the replay ran the submission and died, then the retry's worker could not start (its other
+    # submission filling the GPU's memory): not the machine's alone, so the pass's fine stands
+    ("sampled", ["died", "not_ready"], "evidence_failed"),
 ])
 def test_a_replay_that_dies_is_replayed_once_then_fails_or_when_sampled_is_flagged(monkeypatch, mode, replies,
                                                                                      outcome):
@@ -284,7 +288,7 @@ def test_a_replay_that_dies_is_replayed_once_then_fails_or_when_sampled_is_flagg
     from kerneldojo import judge as judge_mod
     from kerneldojo.graders.checks import Flagged
     from kerneldojo.result import CaseTiming, EvalResult, TimeStats
-    from kerneldojo.sandbox.protocol import SubmissionError
+    from kerneldojo.sandbox.protocol import SubmissionError, Unavailable, WorkerNotReady
     from kerneldojo.tasks import get_task
 
     answers = {"died": {"problems": ["no output file for call 1"], "returncode": 9, "limits_hit": []},
@@ -294,6 +298,8 @@ def test_a_replay_that_dies_is_replayed_once_then_fails_or_when_sampled_is_flagg
         asked.append(args[4])
         if replies[len(asked) - 1] == "raises":
             raise RuntimeError("field larger than field limit (131072)")
+        if replies[len(asked) - 1] == "not_ready":
+            raise WorkerNotReady("the worker process died (exit 1) before it was ready for replay")
         return answers[replies[len(asked) - 1]]
 
     monkeypatch.setattr(judge_mod, "evidence_in_worker", replay)
@@ -309,6 +315,9 @@ def test_a_replay_that_dies_is_replayed_once_then_fails_or_when_sampled_is_flagg
         with pytest.raises(SubmissionError, match="exit 9"):
             judge._evidence(task, None, OwnKernels(), result)
         assert "exit 9" in result.evidence.retried
+    elif outcome == "skipped":
+        with pytest.raises(Unavailable, match="could not run"):
+            judge._evidence(task, None, OwnKernels(), result)
     elif outcome == "evidence_failed":
         with pytest.raises(Flagged) as flagged:
             judge._evidence(task, None, OwnKernels(), result)

@@ -167,6 +167,10 @@ def test_honest_spellings_of_flags_are_built_and_what_reaches_a_shell_is_not():
                   ["-MT.o:xargs"], ["--prefix=."], ["--use-ld=gold"], ["-B."], ["--blah"], ["main.cpp"],
                   ["-arch", "sm_90;id"], ["-L/usr/lib"], ["-Wl,-rpath,/tmp"], ["-optf", "x"], ["-gencode"]):
         assert "does not pass to a build" in (extensions.refused_flag({"extra_cuda_cflags": flags}) or ""), flags
+    # round 80: a flag argument the allowlist does not read is refused whole, an empty one is no flag
+    assert "extra_sycl_cflags is not an argument" in (extensions.refused_flag(
+        {"extra_sycl_cflags": ["-O2; touch /tmp/x;"]}) or "")
+    assert extensions.refused_flag({"extra_sycl_cflags": None, "extra_cflags": ["-O3"]}) is None
 
 
 def test_the_build_gets_no_secret_of_the_judges(problem, monkeypatch):

@@ -6,6 +6,12 @@ per task and language. Also the floor under any CUDA step: nvcc on an empty `ext
         [--rows vector_add:triton,vector_add:cuda,flash_attention:triton] [--budget-s 180] [--no-compiled-reference]
         [--evidence always|sampled|off]
 
+The judge's own overhead (issue 14: at most 5 s) is the warm p50 less what the submission costs by itself:
+its compile phase (nvcc, for CUDA) and, for Triton, its own JIT and autotuning and its calls, measured apart in a
+fresh process (`own_work`: a new Triton cache, the task's test and bench shapes called once each as the judge's
+check calls them, then called again; first minus second is JIT and autotuning, the second call times the judge's
+number of calls per case is the kernels' own time).
+
 Writes OUT_DIR/step_latency.json and .md. --quick: vector_add Triton only, 3 steps (runs on CPU). --rows: these
 rows only (default: the L1 rows below and every shipped level-3 baseline). --budget-s: each row gets an equal share
 of the wall-clock budget and stops taking steps when the next would likely pass it (2 steps at least, for a warm
@@ -16,6 +22,8 @@ reference (the warm steps do the same work either way: reference timings are cac
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import subprocess
 import sys
@@ -62,6 +70,45 @@ def measure(judge, task_id: str, language: str, source: str, steps: int, deadlin
     }  # fmt: skip
 
 
+def own_work(task_id: str, source: str, seeds: int, gpu: bool) -> dict:
+    """The submission by itself, no judge, in a fresh process with an empty Triton cache: {"jit_s", "calls_s"}."""
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "source.py").write_text(source)
+        env = {**os.environ, "TRITON_CACHE_DIR": str(Path(tmp, "triton-cache")),
+               **({} if gpu else {"TRITON_INTERPRET": "1"})}
+        done = subprocess.run([sys.executable, __file__, "--own-work", task_id, str(Path(tmp, "source.py")),
+                               str(seeds)], env=env, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"own_work: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _own_work_here(task_id: str, source_path: str, seeds: int) -> None:
+    import torch
+    from bench_side_by_side import load
+
+    from kerneldojo.sandbox.device import resolve_device
+    from kerneldojo.tasks import get_task
+
+    task, device = get_task(task_id), resolve_device("auto")
+    fn = load(Path(source_path).read_text())
+    jit = calls = 0.0
+    kinds = (("small", seeds + 1),) if device.mode == "cpu" else (("test", seeds + 1), ("bench", 1))
+    for kind, calls_per_case in kinds:
+        for case in task.cases(kind):
+            inputs, scalars = task.reference.make_inputs(case.shape, 0, device.torch_device), task.scalars(case.shape)
+            seconds = []
+            for _ in range(2):
+                started = time.perf_counter()
+                fn(*inputs, *scalars)
+                if device.mode == "gpu":
+                    torch.cuda.synchronize(device.torch_device)
+                seconds.append(time.perf_counter() - started)
+            jit += max(0.0, seconds[0] - seconds[1])
+            calls += seconds[1] * calls_per_case
+    print(json.dumps({"jit_s": jit, "calls_s": calls}))
+
+
 def nvcc_floor(arch: str, repeats: int = 3) -> float | None:
     """Median seconds of nvcc building an empty extern "C" function with the judge's flags."""
     from kerneldojo.graders.compile import EXPORT_FLAGS, EXPORTS_MAP, NVCC_FLAGS, NVCC_INCLUDES
@@ -83,6 +130,8 @@ def nvcc_floor(arch: str, repeats: int = 3) -> float | None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--own-work"]:
+        return _own_work_here(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", help="folder for step_latency.json and .md")
     parser.add_argument("--steps", type=int, default=10)
@@ -116,7 +165,14 @@ def main() -> None:
             continue  # CPU mode runs only Triton
         deadline = started + args.budget_s * (i + 1) / len(rows) if args.budget_s else float("inf")
         try:
-            results.append(measure(judge, task_id, language, solutions[language].read_text(), steps, deadline))
+            source = solutions[language].read_text()
+            results.append(measure(judge, task_id, language, source, steps, deadline))
+            row = results[-1]
+            none = {"jit_s": 0.0, "calls_s": 0.0}
+            own = own_work(task_id, source, judge.seeds, gpu) if language == "triton" else none
+            row["own_work_s"] = own
+            row["judge_overhead_s"] = (row["p50_s"] - row["phases_mean_s"].get("compile", 0.0) - own["jit_s"]
+                                       - own["calls_s"])
         except Exception as e:  # one row failing (a task this machine cannot run) leaves the others
             results.append({"task": task_id, "language": language, "error": f"{type(e).__name__}: {e}"})
         print(results[-1], file=sys.stderr, flush=True)
@@ -124,16 +180,19 @@ def main() -> None:
     phases = sorted({n for r in results for n in r.get("phases_mean_s", {})})
     table = [f"nvcc on an empty extern \"C\" file: {report.fmt(floor)} s. Evidence pass: {args.evidence}. Steps per "
              f"row: up to {steps} (p50/p90 exclude the first); phases: mean seconds of the steps after the first.", "",
-             "| task | language | status | first (s) | p50 (s) | p90 (s) | " + " | ".join(phases) + " | kernel (ms) |",
-             "|---|---|---|---|---|---|" + "---|" * len(phases) + "---|"]
+             "| task | language | status | first (s) | p50 (s) | p90 (s) | " + " | ".join(phases)
+             + " | own JIT (s) | own calls (s) | judge overhead (s) | kernel (ms) |",
+             "|---|---|---|---|---|---|" + "---|" * len(phases) + "---|---|---|---|"]
     for r in results:
-        if "error" in r:
-            table.append(f"| {r['task']} | {r['language']} | {r['error'][:80]} |")
+        if "error" in r or "own_work_s" not in r:
+            table.append(f"| {r['task']} | {r['language']} | {r.get('error', '')[:80]} |")
             continue
         kernel = ", ".join(f"{k:.4g}" for k in r["kernel_ms"]) if r["kernel_ms"] else "-"
         table.append(f"| {r['task']} | {r['language']} ({r['steps']} steps) | {','.join(r['statuses'])} | "
                      f"{r['first_s']:.2f} | {r['p50_s']:.2f} | {r['p90_s']:.2f} | "
-                     + " | ".join(report.fmt(r["phases_mean_s"].get(n)) for n in phases) + f" | {kernel} |")
+                     + " | ".join(report.fmt(r["phases_mean_s"].get(n)) for n in phases)
+                     + f" | {report.fmt(r['own_work_s']['jit_s'])} | {report.fmt(r['own_work_s']['calls_s'])} | "
+                     f"{report.fmt(r['judge_overhead_s'])} | {kernel} |")
     report.write(args.out, "step_latency", {"device": judge.device.name, "nvcc_empty_s": floor, "rows": results},
                  table)
 
