@@ -325,15 +325,16 @@ def root_allowlist(gpu: bool, extra: tuple[str, ...] = ()) -> list[tuple[str, st
 @functools.cache
 def _package_folders() -> tuple[str, ...]:
     """The site folders holding imported modules (torch, triton and their dependencies load more lazily: the
-    whole folder), PYTHONPATH's folders that do, and the kerneldojo package's folders (an editable install maps
-    subpackages elsewhere)."""
+    whole folder), what PYTHONPATH's folders hold for Python (`_importable`), and the kerneldojo package's folders
+    (an editable install maps subpackages elsewhere)."""
     import importlib.util
 
     site = {os.path.realpath(p) for p in sys.path if p and p.rstrip("/").endswith(("site-packages", "dist-packages"))}
     # Folders the user put on PYTHONPATH are install locations too (`pip install --target`): a new Python process
-    # in the sandbox (the evidence replay, a compiler's helper) imports from them, not from this one's memory.
-    site |= {os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(":") if os.path.isabs(p)}
-    folders = set()
+    # in the sandbox (the evidence replay, a compiler's helper) imports from them, not from this one's memory. Only
+    # what Python can import from one is bound, not the folder: a source checkout on PYTHONPATH also holds the
+    # service's state, a batch's store, .git (red team round 81: another token's sources read from a worker).
+    folders = {c for p in os.environ.get("PYTHONPATH", "").split(":") if os.path.isabs(p) for c in _importable(p)}
     for name, module in list(sys.modules.items()):
         files = [getattr(module, "__file__", None)]
         with contextlib.suppress(TypeError):  # some modules' __path__ is no list of folders
@@ -351,6 +352,24 @@ def _package_folders() -> tuple[str, ...]:
     return tuple(sorted(folders))
 
 
+INSTALLED_SUFFIXES = (".py", ".pyc", ".so", ".pth", ".dist-info", ".egg-info", ".libs", ".data")
+
+
+def _importable(folder: str) -> list[str]:
+    """What an install location holds for Python: the packages this process imported from it, its modules,
+    extensions, metadata and `bin`; not other folders (data, state) or dot-folders."""
+    imported = {name.partition(".")[0] for name in list(sys.modules)}
+    kept = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            if entry.name.startswith("."):
+                continue
+            if entry.name.endswith(INSTALLED_SUFFIXES) or entry.name == "bin" or (
+                    entry.is_dir() and entry.name in imported):
+                kept.append(os.path.realpath(entry.path))
+    return kept
+
+
 @functools.cache
 def _libcuda_folders() -> tuple[str, ...]:
     """Where the dynamic loader finds the CUDA driver (libcuda.so.1, NVML), which may lie outside /usr."""
@@ -362,6 +381,14 @@ def _libcuda_folders() -> tuple[str, ...]:
         return ()
     return tuple(sorted({os.path.dirname(line.rsplit("=> ", 1)[1]) for line in listed.splitlines()
                          if ("libcuda.so" in line or "libnvidia-ml.so" in line) and "=> " in line}))  # fmt: skip
+
+
+def hide_from_workers(*folders: str | Path) -> None:
+    """Cover these folders of the judge's (a service's state, a result store's) in every worker's root, wherever
+    they lie; through KERNELDOJO_SANDBOX_HIDE, so judges in this process's children cover them too."""
+    hidden = [p for p in os.environ.get("KERNELDOJO_SANDBOX_HIDE", "").split(":") if p]
+    hidden += [str(Path(f).resolve()) for f in folders if str(Path(f).resolve()) not in hidden]
+    os.environ["KERNELDOJO_SANDBOX_HIDE"] = ":".join(hidden)
 
 
 def plan(scratch: Path, gpu: bool, control, cgroup: Cgroup, scratch_bytes: int = SCRATCH_CAP_BYTES) -> Plan:

@@ -88,9 +88,12 @@ def _own_work_here(task_id: str, source_path: str, seeds: int) -> None:
     from bench_side_by_side import load
 
     from kerneldojo.sandbox.device import resolve_device
+    from kerneldojo.sandbox.worker.loop import _launch_trivial_triton_kernel
     from kerneldojo.tasks import get_task
 
     task, device = get_task(task_id), resolve_device("auto")
+    # What a worker's warm-up does before any submission (the CUDA context, Triton's launcher built in its cache)
+    _launch_trivial_triton_kernel(str(device.torch_device) if device.mode == "gpu" else "cpu")
     fn = load(Path(source_path).read_text())
     jit = calls = 0.0
     kinds = (("small", seeds + 1),) if device.mode == "cpu" else (("test", seeds + 1), ("bench", 1))

@@ -867,3 +867,46 @@ def test_a_distributed_tasks_ranks_survive_a_retime(monkeypatch):
     assert sorted(calls) == [0, 0, 1, 1], calls
     solution._pool.shutdown()
     assert [rank.closed for rank in ranks] == [True, True]  # closed after the second timing's failure only
+
+
+# A folder on PYTHONPATH was bound whole (red team round 81): a source checkout there also held the service's state
+# folder, every token's sources in its jobs and results, and .git. Only what Python imports from it is bound now.
+READ_BESIDE_A_PACKAGE = """
+def solution(x, y):
+    got = {}
+    for path in PATHS:
+        try:
+            got[path] = open(path).read()
+        except OSError as e:
+            got[path] = "refused: " + e.strerror
+    raise RuntimeError("READ " + repr(got))
+"""
+
+
+def test_a_worker_reads_only_the_packages_of_a_folder_on_pythonpath(tmp_path, monkeypatch):
+    from kerneldojo.sandbox import isolation, process
+
+    checkout = tmp_path / "checkout"
+    (checkout / "kd_probe_package").mkdir(parents=True)
+    (checkout / "kd_probe_package" / "__init__.py").write_text("VALUE = 'importable'\n")
+    for state in ("kerneldojo-service/results.jsonl", ".git/HEAD", "notes.txt"):
+        (checkout / state).parent.mkdir(parents=True, exist_ok=True)
+        (checkout / state).write_text("PRIVATE-SOURCE-OF-ANOTHER-TOKEN")
+    monkeypatch.setenv("PYTHONPATH", f"{checkout}:{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.syspath_prepend(str(checkout))
+    __import__("kd_probe_package")
+    isolation._package_folders.cache_clear()
+    process._stop_spares()  # spares made their plan before: a new worker takes the new PYTHONPATH's
+    try:
+        paths = [str(checkout / p) for p in ("kerneldojo-service/results.jsonl", ".git/HEAD", "notes.txt",
+                                            "kd_probe_package/__init__.py")]
+        judge = Judge("cpu", seeds=1, limits={"load": 60, "run": 30}, result_cache=None)
+        result = judge.evaluate("vector_add", READ_BESIDE_A_PACKAGE.replace("PATHS", repr(paths)), "python")
+        text = "\n".join(result.messages)
+        assert "READ " in text, text
+        assert "PRIVATE-SOURCE-OF-ANOTHER-TOKEN" not in text, text
+        assert "importable" in text, text  # the package itself is there, as an import needs it
+    finally:
+        sys.modules.pop("kd_probe_package", None)
+        isolation._package_folders.cache_clear()
+        process._stop_spares()
