@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -32,6 +33,7 @@ def main() -> None:
     from kerneldojo.sandbox.protocol import SubmissionError
 
     device = resolve_device(args.device)
+    os.environ["KERNELDOJO_WORKER_STAGES"] = "1"  # each worker stamps when its imports ended (sandbox/worker/loop.py)
 
     def start() -> tuple[float, process._Worker, float]:
         started = time.time()
@@ -41,13 +43,17 @@ def main() -> None:
     def observe(started: float, worker: process._Worker, spawned: float) -> dict:
         protections = worker.protections(timeout=300)
         confined = time.time() - started
+        stages = (worker.scratch / "stages.txt").read_text().split()  # the worker's own stamp, for this bench only
+        imported = float(stages[1]) - started if len(stages) > 1 else None
         worker.replies.ready.wait(300)
         ready = time.time() - started
         with contextlib.suppress(SubmissionError):  # no submission loaded: an error reply
             worker.call("flags", (), 300)
         answered = time.time() - started
         worker.stop()
-        return {"spawn_s": spawned, "interpreter_imports_confine_s": confined - spawned, "warmup_s": ready - confined,
+        return {"spawn_s": spawned, "interpreter_imports_confine_s": confined - spawned,
+                "interpreter_imports_s": None if imported is None else imported - spawned,
+                "confine_s": None if imported is None else confined - imported, "warmup_s": ready - confined,
                 "first_request_s": answered - ready, "ready_at_s": ready,
                 "protections": sorted(k for k, v in protections.items() if v is True)}
 

@@ -61,6 +61,8 @@ def serve(requests, replies, device_spec: str, scratch: str, outputs_by_value: b
 
     With `outputs_by_value` (no memory shared with the judge), native entry points' outputs are sent back too.
     """
+    if os.environ.get("KERNELDOJO_WORKER_STAGES"):  # bench_worker_start.py: when the interpreter and imports ended
+        Path(scratch, "stages.txt").write_text(f"imported {time.time()}\n")
     harden(Path(scratch), plan, keep_fds=tuple({e.sock.fileno() for e in (requests, replies) if hasattr(e, "sock")}))
     if device_spec != "cpu":  # Triton launches, events and bare synchronize() use the current device
         torch.cuda.set_device(device_spec)
