@@ -356,18 +356,24 @@ INSTALLED_SUFFIXES = (".py", ".pyc", ".so", ".pth", ".dist-info", ".egg-info", "
 
 
 def _importable(folder: str) -> list[str]:
-    """What an install location holds for Python: the packages this process imported from it, its modules,
-    extensions, metadata and `bin`; not other folders (data, state) or dot-folders."""
-    imported = {name.partition(".")[0] for name in list(sys.modules)}
+    """What an install location holds for Python: its packages (a folder named as a module, with Python files or
+    extensions at its top: a submission may import one the judge never did, liger_kernel), modules, extensions,
+    metadata and `bin`; not other folders (data, state) or dot-folders."""
     kept = []
     with contextlib.suppress(OSError):
         for entry in os.scandir(folder):
             if entry.name.startswith("."):
                 continue
             if entry.name.endswith(INSTALLED_SUFFIXES) or entry.name == "bin" or (
-                    entry.is_dir() and entry.name in imported):
+                    entry.is_dir() and entry.name.isidentifier() and _holds_python(entry.path)):
                 kept.append(os.path.realpath(entry.path))
     return kept
+
+
+def _holds_python(folder: str) -> bool:
+    with contextlib.suppress(OSError):
+        return any(e.name.endswith((".py", ".so")) for e in os.scandir(folder))
+    return False
 
 
 @functools.cache

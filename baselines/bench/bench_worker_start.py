@@ -55,7 +55,8 @@ def main() -> None:
                 "interpreter_imports_s": None if imported is None else imported - spawned,
                 "confine_s": None if imported is None else confined - imported, "warmup_s": ready - confined,
                 "first_request_s": answered - ready, "ready_at_s": ready,
-                "protections": sorted(k for k, v in protections.items() if v is True)}
+                "protections": sorted(k for k, v in protections.items() if v is True),
+                "confine_stages": protections.get("stages")}
 
     rows = []
     if args.together:
@@ -64,7 +65,7 @@ def main() -> None:
         rows = [observe(*start()) for _ in range(args.workers)]
     for row in rows:
         print(json.dumps(row), flush=True)
-    keys = [k for k in rows[0] if k != "protections"]
+    keys = [k for k in rows[0] if isinstance(rows[0][k], float)]
     print("medians: " + ", ".join(f"{k} {statistics.median(r[k] for r in rows):.3f}" for k in keys))
 
 

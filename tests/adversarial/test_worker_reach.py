@@ -889,6 +889,8 @@ def test_a_worker_reads_only_the_packages_of_a_folder_on_pythonpath(tmp_path, mo
     checkout = tmp_path / "checkout"
     (checkout / "kd_probe_package").mkdir(parents=True)
     (checkout / "kd_probe_package" / "__init__.py").write_text("VALUE = 'importable'\n")
+    (checkout / "kd_never_imported").mkdir()  # a library only the submission imports (liger_kernel on the H200)
+    (checkout / "kd_never_imported" / "__init__.py").write_text("VALUE = 'also importable'\n")
     for state in ("kerneldojo-service/results.jsonl", ".git/HEAD", "notes.txt"):
         (checkout / state).parent.mkdir(parents=True, exist_ok=True)
         (checkout / state).write_text("PRIVATE-SOURCE-OF-ANOTHER-TOKEN")
@@ -899,13 +901,13 @@ def test_a_worker_reads_only_the_packages_of_a_folder_on_pythonpath(tmp_path, mo
     process._stop_spares()  # spares made their plan before: a new worker takes the new PYTHONPATH's
     try:
         paths = [str(checkout / p) for p in ("kerneldojo-service/results.jsonl", ".git/HEAD", "notes.txt",
-                                            "kd_probe_package/__init__.py")]
+                                            "kd_probe_package/__init__.py", "kd_never_imported/__init__.py")]
         judge = Judge("cpu", seeds=1, limits={"load": 60, "run": 30}, result_cache=None)
         result = judge.evaluate("vector_add", READ_BESIDE_A_PACKAGE.replace("PATHS", repr(paths)), "python")
         text = "\n".join(result.messages)
         assert "READ " in text, text
         assert "PRIVATE-SOURCE-OF-ANOTHER-TOKEN" not in text, text
-        assert "importable" in text, text  # the package itself is there, as an import needs it
+        assert "'importable" in text and "also importable" in text, text  # packages are there, as imports need
     finally:
         sys.modules.pop("kd_probe_package", None)
         isolation._package_folders.cache_clear()
