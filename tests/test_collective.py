@@ -123,7 +123,8 @@ def test_two_gpus_baseline_is_correct_and_timed_against_nccl(gpu_judge):
 
 @pytest.mark.gpu
 @TWO_GPUS
-@pytest.mark.parametrize("source", [LOCAL_ONLY, EVERY_RANK_THE_SAME, ONE_RANK_RAISES])
+@pytest.mark.parametrize("source", [LOCAL_ONLY, EVERY_RANK_THE_SAME, ONE_RANK_RAISES],
+                         ids=["local_only", "every_rank_the_same", "one_rank_raises"])
 def test_two_gpus_failures(gpu_checker, source):
     result = gpu_checker.evaluate("all_reduce", source, "triton")
     assert result.status in ("wrong", "runtime_error"), result.messages

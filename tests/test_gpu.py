@@ -48,7 +48,8 @@ def test_timing_is_reported(gpu_judge, task_id, language):
     assert result.reward >= gpu_judge.reward.correct + gpu_judge.reward.speed_weight * gpu_judge.reward.log2_speedup_min
 
 
-@pytest.mark.parametrize("source", [subs.VECTOR_ADD_OFF_BY_ONE, subs.VECTOR_ADD_CUDA_OFF_BY_ONE])
+@pytest.mark.parametrize("source", [subs.VECTOR_ADD_OFF_BY_ONE, subs.VECTOR_ADD_CUDA_OFF_BY_ONE],
+                         ids=["triton", "cuda"])  # pytest 9 names string parameters otherwise: ids the device knows
 def test_off_by_one_is_wrong_on_the_gpu(gpu_judge, source):
     result = gpu_judge.evaluate("vector_add", source)
     assert result.status == "wrong" and not result.timed and result.reward == 0
