@@ -983,15 +983,24 @@ def _geomean(values: list[float | None]) -> float | None:
 def judge_code_hash() -> str:
     """The judge's own code, in a result's key: a stored verdict is served only by the code that reached it (red team
     round 73: a flag rule, since widened, kept an honest source's stored `compile_error` under the same version)."""
+    digest = hashlib.sha256()
+    for name, path in judge_code_files():
+        digest.update(f"{name}\0".encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def judge_code_files() -> list[tuple[str, Path]]:
+    """Every file of the judge's packages (not only modules: the docker backend's image is built from
+    sandbox/Dockerfile, red team round 79), named by package."""
     import importlib
 
-    digest = hashlib.sha256()
+    files = []
     for package in ("kerneldojo", "kerneldojo.adapters", "kerneldojo.graders", "kerneldojo.sandbox",
                     "kerneldojo.sandbox.worker", "kerneldojo.tasks"):  # the tasks' shared code; each task's own files
         # are in `task_content_hash` (red team round 74: `tasks/spec.py` decides tolerances and allowed operators)
-        for path in sorted(Path(importlib.import_module(package).__file__).parent.glob("*.py")):
-            digest.update(f"{package}/{path.name}\0".encode() + path.read_bytes())
-    return digest.hexdigest()
+        folder = Path(importlib.import_module(package).__file__).parent
+        files += [(f"{package}/{p.name}", p) for p in sorted(folder.iterdir()) if p.is_file() and p.suffix != ".pyc"]
+    return files
 
 
 def versions() -> Versions:

@@ -1,6 +1,7 @@
 """The judge end to end in CPU mode: Triton through the interpreter, CUDA compiled but not run."""
 
 import shutil
+from pathlib import Path
 
 import pytest
 import submissions as subs
@@ -111,6 +112,20 @@ def test_cuda_compile_error_cites_the_submission_line(cpu_judge):
 
 
 @needs_nvcc
+def test_the_result_caches_key_covers_every_file_of_the_judges_packages():
+    """Red team round 79: the key's hash of the judge's code read its modules only, so a changed sandbox/Dockerfile
+    (the docker backend's image) left verdicts reached by the old image in place."""
+    import kerneldojo.sandbox
+    from kerneldojo.judge import judge_code_files
+
+    names = {name for name, _ in judge_code_files()}
+    beside = {f"kerneldojo.sandbox/{p.name}" for p in Path(kerneldojo.sandbox.__file__).parent.iterdir()
+              if p.is_file() and not p.name.endswith((".py", ".pyc"))}  # the Dockerfile, from a checkout
+    assert beside <= names and {"kerneldojo.sandbox/process.py", "kerneldojo.tasks/spec.py",
+                                "kerneldojo.graders/extensions.py", "kerneldojo.sandbox.worker/loop.py"} <= names
+    assert not any(name.endswith(".pyc") for name in names)
+
+
 def test_compile_cache_hits_on_the_same_source(cpu_judge):
     from kerneldojo.graders.compile import compile_submission
 
