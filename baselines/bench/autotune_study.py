@@ -24,8 +24,7 @@ import report
 
 
 def study_here(task_id: str) -> dict:
-    import torch
-    from bench_side_by_side import load
+    from bench_side_by_side import first_two_calls, load
     from triton.runtime.autotuner import Autotuner
 
     from kerneldojo.baselines import shipped_solutions
@@ -39,15 +38,8 @@ def study_here(task_id: str) -> dict:
     cases, choices = [], []
     for kind in ("small",) if device.mode == "cpu" else ("test", "bench"):
         for case in task.cases(kind):
-            inputs, scalars = task.reference.make_inputs(case.shape, 0, device.torch_device), task.scalars(case.shape)
-            seconds = []
-            for _ in range(2):
-                started = time.perf_counter()
-                fn(*inputs, *scalars)
-                if device.mode == "gpu":
-                    torch.cuda.synchronize(device.torch_device)
-                seconds.append(time.perf_counter() - started)
-            cases.append({"kind": kind, "case": str(case), "first_s": seconds[0], "second_s": seconds[1]})
+            first, second = first_two_calls(task, fn, device, case)
+            cases.append({"kind": kind, "case": str(case), "first_s": first, "second_s": second})
             for tuner in tuners:
                 for key, best in tuner.cache.items():
                     if key in seen[id(tuner)]:

@@ -41,6 +41,21 @@ def load(source: str):
     return module.solution
 
 
+def first_two_calls(task, fn, device, case) -> tuple[float, float]:
+    """Seconds of a fresh submission's first call at `case` (its JIT, autotuning) and of its second, synchronized."""
+    import torch
+
+    inputs, scalars = task.reference.make_inputs(case.shape, 0, device.torch_device), task.scalars(case.shape)
+    seconds = []
+    for _ in range(2):
+        started = time.perf_counter()
+        fn(*inputs, *scalars)
+        if device.mode == "gpu":
+            torch.cuda.synchronize(device.torch_device)
+        seconds.append(time.perf_counter() - started)
+    return seconds[0], seconds[1]
+
+
 def kernelbench_style(task, source: str, device, shape: dict, timed: bool) -> dict:
     import torch
 

@@ -84,8 +84,7 @@ def own_work(task_id: str, source: str, seeds: int, gpu: bool) -> dict:
 
 
 def _own_work_here(task_id: str, source_path: str, seeds: int) -> None:
-    import torch
-    from bench_side_by_side import load
+    from bench_side_by_side import first_two_calls, load
 
     from kerneldojo.sandbox.device import resolve_device
     from kerneldojo.sandbox.worker.loop import _launch_trivial_triton_kernel
@@ -99,16 +98,9 @@ def _own_work_here(task_id: str, source_path: str, seeds: int) -> None:
     kinds = (("small", seeds + 1),) if device.mode == "cpu" else (("test", seeds + 1), ("bench", 1))
     for kind, calls_per_case in kinds:
         for case in task.cases(kind):
-            inputs, scalars = task.reference.make_inputs(case.shape, 0, device.torch_device), task.scalars(case.shape)
-            seconds = []
-            for _ in range(2):
-                started = time.perf_counter()
-                fn(*inputs, *scalars)
-                if device.mode == "gpu":
-                    torch.cuda.synchronize(device.torch_device)
-                seconds.append(time.perf_counter() - started)
-            jit += max(0.0, seconds[0] - seconds[1])
-            calls += seconds[1] * calls_per_case
+            first, second = first_two_calls(task, fn, device, case)
+            jit += max(0.0, first - second)
+            calls += second * calls_per_case
     print(json.dumps({"jit_s": jit, "calls_s": calls}))
 
 
