@@ -318,7 +318,9 @@ def root_allowlist(gpu: bool, extra: tuple[str, ...] = ()) -> list[tuple[str, st
     for real in sorted({os.path.realpath(p) for p in paths} - {"/"}, key=len):
         if os.path.exists(real) and not under_any(real, bound):
             bound.append(real)
-    links = sorted((p, os.readlink(p)) for p in paths if os.path.islink(p) and not under_any(p, bound))
+    # A path reached through a symlinked folder (a PYTHONPATH entry that is a link, round 82) needs that link too.
+    through = {str(q) for p in paths for q in Path(p).parents if os.path.islink(q)}
+    links = sorted((p, os.readlink(p)) for p in paths | through if os.path.islink(p) and not under_any(p, bound))
     return [(p, None) for p in bound] + links
 
 
@@ -356,23 +358,29 @@ INSTALLED_SUFFIXES = (".py", ".pyc", ".so", ".pth", ".dist-info", ".egg-info", "
 
 
 def _importable(folder: str) -> list[str]:
-    """What an install location holds for Python: its packages (a folder named as a module, with Python files or
-    extensions at its top: a submission may import one the judge never did, liger_kernel), modules, extensions,
-    metadata and `bin`; not other folders (data, state) or dot-folders."""
+    """What an install location holds for Python, by the paths Python names (`root_allowlist` binds a link's target
+    and makes the link again): its packages (a folder named as a module, with Python files or extensions at its top
+    or in a subpackage: a submission may import one the judge never did, liger_kernel, or a namespace package such
+    as cuda-python's `cuda`), modules, extensions, metadata, and an installer's `bin`; not other folders (data,
+    state) or dot-folders."""
     kept = []
     with contextlib.suppress(OSError):
-        for entry in os.scandir(folder):
-            if entry.name.startswith("."):
-                continue
-            if entry.name.endswith(INSTALLED_SUFFIXES) or entry.name == "bin" or (
+        entries = [e for e in os.scandir(folder) if not e.name.startswith(".")]
+        installed = any(e.name.endswith(".dist-info") for e in entries)  # `pip install --target`, not a checkout
+        for entry in entries:
+            if entry.name.endswith(INSTALLED_SUFFIXES) or (entry.name == "bin" and installed) or (
                     entry.is_dir() and entry.name.isidentifier() and _holds_python(entry.path)):
-                kept.append(os.path.realpath(entry.path))
+                kept.append(os.path.abspath(entry.path))
     return kept
 
 
-def _holds_python(folder: str) -> bool:
+def _holds_python(folder: str, depth: int = 3) -> bool:
+    """Python files or extensions at the folder's top, or in an identifier-named folder below (a namespace
+    package's portions), `depth` levels down at most."""
     with contextlib.suppress(OSError):
-        return any(e.name.endswith((".py", ".so")) for e in os.scandir(folder))
+        entries = list(os.scandir(folder))
+        return any(e.name.endswith((".py", ".so")) for e in entries) or (depth > 0 and any(
+            e.is_dir() and e.name.isidentifier() and _holds_python(e.path, depth - 1) for e in entries))
     return False
 
 

@@ -60,6 +60,18 @@ def is_database(target: Path | str) -> bool:
     return "://" in str(target) or Path(target).suffix in DATABASE_SUFFIXES
 
 
+def store_folders(target: Path | str) -> list[Path]:
+    """The folder a store's records lie in: a JSONL file's, an SQLite database's (by path or `sqlite:///` URL);
+    none for a database server."""
+    text = str(target)
+    if text.startswith("sqlite:"):
+        from sqlalchemy.engine import make_url
+
+        database = make_url(text).database
+        return [Path(database).parent] if database and database != ":memory:" else []
+    return [] if "://" in text else [Path(text).parent]
+
+
 def stamped(record: dict) -> dict:
     """The record checked to be a result, with the task's version, the protocol and the time filled in."""
     try:

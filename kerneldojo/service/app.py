@@ -15,7 +15,6 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -25,7 +24,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kerneldojo.batch import leaderboard, submission
-from kerneldojo.batch.store import ResultStore
+from kerneldojo.batch.store import ResultStore, store_folders
 from kerneldojo.env.kernel_env import MAX_SOURCE_CHARS
 from kerneldojo.sandbox.isolation import hide_from_workers
 from kerneldojo.tasks import TaskError, get_task, list_tasks
@@ -136,8 +135,7 @@ def create_app(config: ServiceConfig, executor: Executor | None = None) -> FastA
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Every token's sources are in these: no worker sees them, wherever the operator put them (red team round 81)
         config.state_dir.mkdir(parents=True, exist_ok=True)
-        hide_from_workers(config.state_dir, *([Path(config.store_path).parent] if "://" not in str(
-            config.store_path) else []))
+        hide_from_workers(config.state_dir, *store_folders(config.store_path))
         pool = executor or await asyncio.to_thread(make_executor, config)
         queue = await asyncio.to_thread(JobQueue, config.state_dir, store, pool,
                                         config.in_flight or 2 * len(pool), metrics)  # fmt: skip

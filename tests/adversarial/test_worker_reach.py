@@ -883,17 +883,30 @@ def solution(x, y):
 """
 
 
-def test_a_worker_reads_only_the_packages_of_a_folder_on_pythonpath(tmp_path, monkeypatch):
+@pytest.mark.parametrize("layout", ["folder", "folder_is_a_link", "packages_are_links"])
+def test_a_worker_reads_only_the_packages_of_a_folder_on_pythonpath(tmp_path, monkeypatch, layout):
+    """Round 82: the first rule left out a namespace package (no Python at its top: cuda-python's `cuda`) and the
+    packages of a folder reached through a symlink, each an honest import's `compile_error`."""
     from kerneldojo.sandbox import isolation, process
 
-    checkout = tmp_path / "checkout"
-    (checkout / "kd_probe_package").mkdir(parents=True)
-    (checkout / "kd_probe_package" / "__init__.py").write_text("VALUE = 'importable'\n")
-    (checkout / "kd_never_imported").mkdir()  # a library only the submission imports (liger_kernel on the H200)
-    (checkout / "kd_never_imported" / "__init__.py").write_text("VALUE = 'also importable'\n")
-    for state in ("kerneldojo-service/results.jsonl", ".git/HEAD", "notes.txt"):
-        (checkout / state).parent.mkdir(parents=True, exist_ok=True)
-        (checkout / state).write_text("PRIVATE-SOURCE-OF-ANOTHER-TOKEN")
+    real = tmp_path / "real"
+    packages = {"kd_probe_package/__init__.py": "VALUE = 'importable'\n",
+                "kd_never_imported/__init__.py": "VALUE = 'also importable'\n",  # liger_kernel on the H200
+                "kd_namespace/portion/__init__.py": "VALUE = 'a portion'\n"}
+    for name, text in {**packages, "kerneldojo-service/results.jsonl": "PRIVATE-SOURCE-OF-ANOTHER-TOKEN",
+                       ".git/HEAD": "PRIVATE-SOURCE-OF-ANOTHER-TOKEN", "notes.txt": "PRIVATE-SOURCE-OF-ANOTHER-TOKEN",
+                       "data/more/rows.txt": "PRIVATE-SOURCE-OF-ANOTHER-TOKEN"}.items():
+        (real / name).parent.mkdir(parents=True, exist_ok=True)
+        (real / name).write_text(text)
+    checkout = real
+    if layout == "folder_is_a_link":
+        checkout = tmp_path / "link"
+        checkout.symlink_to(real)
+    elif layout == "packages_are_links":
+        checkout = tmp_path / "farm"
+        checkout.mkdir()
+        for entry in real.iterdir():
+            (checkout / entry.name).symlink_to(entry)
     monkeypatch.setenv("PYTHONPATH", f"{checkout}:{os.environ.get('PYTHONPATH', '')}")
     monkeypatch.syspath_prepend(str(checkout))
     __import__("kd_probe_package")
@@ -901,13 +914,14 @@ def test_a_worker_reads_only_the_packages_of_a_folder_on_pythonpath(tmp_path, mo
     process._stop_spares()  # spares made their plan before: a new worker takes the new PYTHONPATH's
     try:
         paths = [str(checkout / p) for p in ("kerneldojo-service/results.jsonl", ".git/HEAD", "notes.txt",
-                                            "kd_probe_package/__init__.py", "kd_never_imported/__init__.py")]
+                                            "data/more/rows.txt", *packages)]
         judge = Judge("cpu", seeds=1, limits={"load": 60, "run": 30}, result_cache=None)
         result = judge.evaluate("vector_add", READ_BESIDE_A_PACKAGE.replace("PATHS", repr(paths)), "python")
         text = "\n".join(result.messages)
         assert "READ " in text, text
         assert "PRIVATE-SOURCE-OF-ANOTHER-TOKEN" not in text, text
-        assert "'importable" in text and "also importable" in text, text  # packages are there, as imports need
+        for value in ("'importable", "also importable", "a portion"):  # packages are there, as imports need
+            assert value in text, text
     finally:
         sys.modules.pop("kd_probe_package", None)
         isolation._package_folders.cache_clear()
