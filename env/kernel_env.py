@@ -13,7 +13,7 @@ from kerneldojo.graders.compile import MAX_SOURCE_CHARS, LanguageError
 from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.judge import Judge, versions
 from kerneldojo.result import EvalResult
-from kerneldojo.tasks import get_task
+from kerneldojo.tasks import Task, get_task
 
 from .feedback import render_feedback
 from .spaces import SourceText
@@ -62,7 +62,8 @@ class KernelEnv(gym.Env[dict, str]):
     after the end raises; call `reset()`.
 
     ## Arguments
-    `task` (id), `language` (None: detect per submission), `device` ("auto", "cpu", "cuda:N"),
+    `task` (a library task's id, or a `Task` an adapter made), `language` (None: detect per submission),
+    `device` ("auto", "cpu", "cuda:N"),
     `max_turns` (4), `reward` (a `RewardConfig`, its fields as a dict, or a preset's name: "kevin",
     "drkernel", "kernrl"), `stop_on_success` (False), `render_mode` ("ansi" returns the feedback),
     `limits` (seconds per worker request, e.g. `{"run": 10, "load": 60}`, and `memory` bytes and
@@ -86,7 +87,7 @@ class KernelEnv(gym.Env[dict, str]):
 
     def __init__(
         self,
-        task: str,
+        task: str | Task,
         language: str | None = None,
         device: str | None = "auto",
         max_turns: int = 4,
@@ -103,7 +104,7 @@ class KernelEnv(gym.Env[dict, str]):
     ):
         if max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, got {max_turns}")
-        self.task = get_task(task)
+        self.task = task if isinstance(task, Task) else get_task(task)
         self.task.reference  # noqa: B018  a broken reference.py fails here, naming the file
         if language is not None and not self.task.allows(language):
             raise ValueError(f"task {task!r} accepts {', '.join(self.task.spec.languages)}, not {language!r}")

@@ -171,14 +171,14 @@ def _nccl_rank(task_id: str, shape: dict, rank: int, devices: list[str], store: 
     import torch.distributed as dist
 
     from kerneldojo.graders.timing import pool_size, time_calls
-    from kerneldojo.tasks import get_task
+    from kerneldojo.tasks import task_from_ref
 
     try:
         device = torch.device(devices[rank])
         torch.cuda.set_device(device)
         dist.init_process_group("nccl", store=dist.FileStore(store, len(devices)), rank=rank,
                                 world_size=len(devices), device_id=device)
-        make = get_task(task_id).reference.make_inputs
+        make = task_from_ref(task_id).reference.make_inputs
         pool = [make(shape, 0, device)[0][rank].clone()]
         pool += [make(shape, seed, device)[0][rank].clone() for seed in range(1, pool_size(pool[0].nbytes, l2_bytes))]
         tiny = torch.zeros(1, device=device)

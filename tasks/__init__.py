@@ -16,6 +16,7 @@ import difflib
 import functools
 import hashlib
 import importlib.util
+import re
 import secrets
 import sys
 import tempfile
@@ -27,7 +28,17 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from .spec import C_SCALAR_TYPES, DEFAULT_ALLOWED_OPS, LANGUAGES, CParam, CudaSpec, TaskSpec, Tolerance, parse_signature
+from .spec import (
+    C_SCALAR_TYPES,
+    DEFAULT_ALLOWED_OPS,
+    LANGUAGES,
+    TASK_ID_PATTERN,
+    CParam,
+    CudaSpec,
+    TaskSpec,
+    Tolerance,
+    parse_signature,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,7 +48,7 @@ else:  # pragma: no cover
 __all__ = [
     "C_SCALAR_TYPES", "LANGUAGES", "CParam", "Case", "CudaSpec", "Task", "TaskError", "TaskSpec", "Tolerance",
     "broken_tasks", "case_label", "get_task", "list_tasks", "load_task", "parse_signature", "starter_filename",
-    "task_content_hash", "task_folders",
+    "task_content_hash", "task_folders", "task_from_ref", "task_ref",
 ]  # fmt: skip
 
 TASKS_DIR = Path(__file__).parent
@@ -281,19 +292,32 @@ def task_ref(task: Task) -> str | dict:
     return {"id": task.id, "files": {p.name: p.read_text() for p in sorted(task.folder.iterdir()) if p.is_file()}}
 
 
+def task_from_ref(ref: str | dict) -> Task:
+    """The task a `task_ref` names, for the judge's own processes and its workers only: an adapter's task comes as its
+    files, and whoever loads the task imports its reference.py. Never for a caller's input (`get_task` is: red team
+    round 83, a task's files sent to an OpenEnv server's reset ran their reference.py in the server)."""
+    if isinstance(ref, dict):
+        return _task_from_files(ref["id"], tuple(sorted(ref["files"].items())))
+    return get_task(ref)
+
+
 @functools.cache
 def _task_from_files(task_id: str, files: tuple[tuple[str, str], ...]) -> Task:
+    if not (isinstance(task_id, str) and re.fullmatch(TASK_ID_PATTERN, task_id)):
+        raise TaskError(f"task id {str(task_id)[:80]!r}: a task id is lower-case letters, digits and _")
+    if bad := [n for n, _ in files if n != Path(n).name or n.startswith(".")]:
+        raise TaskError(f"task {task_id}: {bad[0][:80]!r} is not a file name of a task folder")
     folder = Path(tempfile.mkdtemp(prefix="kerneldojo-task-")) / task_id
     folder.mkdir()
     for name, text in files:
-        (folder / Path(name).name).write_text(text)
+        (folder / name).write_text(text)
     return load_task(folder)
 
 
-def get_task(task_id: str | dict) -> Task:
-    """A library task by id, or the task a `task_ref` names."""
-    if isinstance(task_id, dict):
-        return _task_from_files(task_id["id"], tuple(sorted(task_id["files"].items())))
+def get_task(task_id: str) -> Task:
+    """A library task by its id."""
+    if not isinstance(task_id, str):
+        raise TaskError(f"a task is named by its id, a string such as 'vector_add', not a {type(task_id).__name__}")
     if task_id in broken_tasks():
         raise broken_tasks()[task_id]
     try:

@@ -72,9 +72,12 @@ DEFAULT_ALLOWED_OPS = frozenset({
 COPY_OPS = frozenset({"aten.copy", "aten.clone", "aten._to_copy", "aten.contiguous", "aten.resize"})
 
 
+TASK_ID_PATTERN = r"^[a-z][a-z0-9_]*$"  # a task id is also its folder's name
+
+
 class TaskSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    id: str = Field(pattern=TASK_ID_PATTERN)
     title: str
     level: int = Field(ge=1, le=4)
     prompt: str = Field(min_length=1)

@@ -191,3 +191,39 @@ def test_openenv_environment_in_process_default_task_and_bad_input():
         KernelDojoEnvironment(device="cpu").step(KernelAction(source=BASELINE))
     with pytest.raises(ValueError, match="vector_add"):
         KernelDojoEnvironment(device="cpu").reset(task="vector_ad")
+
+
+def test_openenv_reset_with_a_tasks_files_runs_none_of_them(openenv_url, tmp_path):
+    """Red team round 83: openenv-core passes a JSON object to reset(task=...) unchecked, and `get_task` made a task
+    of any files it was given (for the judge's workers), so a client's reference.py ran in the server's process at
+    reset, and an id of `../` wrote files anywhere. A task is now named by its id only; a ref is the judge's own."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from kerneldojo.tasks import TASKS_DIR
+
+    marker = tmp_path / "ran-in-the-server"
+    files = {p.name: p.read_text() for p in (TASKS_DIR / "vector_add").iterdir() if p.is_file()}
+    files["task.toml"] = files["task.toml"].replace('id = "vector_add"', 'id = "kd_client_task"')
+    files["reference.py"] = f"open({str(marker)!r}, 'w').write('pwned')\n" + files["reference.py"]
+    for task in ({"id": "kd_client_task", "files": files}, {"id": str(tmp_path / "traversal"), "files": files}):
+        request = urllib.request.Request(f"{openenv_url}/reset", data=json.dumps({"task": task}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with contextlib.suppress(urllib.error.HTTPError):
+            urllib.request.urlopen(request, timeout=60).read()
+    assert not marker.exists() and not (tmp_path / "traversal").exists()
+
+
+def test_a_task_ref_of_files_is_checked_before_anything_is_written(tmp_path):
+    from kerneldojo.tasks import TaskError, get_task, task_from_ref
+
+    files = {"task.toml": 'id = "x"\n', "reference.py": ""}
+    with pytest.raises(TaskError, match="named by its id"):
+        get_task({"id": "x", "files": files})
+    for ref, problem in (({"id": str(tmp_path / "out"), "files": files}, "task id"),
+                         ({"id": "../out", "files": files}, "task id"),
+                         ({"id": "ok_id", "files": {"../escape.py": ""}}, "not a file name")):
+        with pytest.raises(TaskError, match=problem):
+            task_from_ref(ref)
+    assert not (tmp_path / "out").exists()

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from kerneldojo.env.kernel_env import KernelEnv
 from kerneldojo.result import EvalResult
-from kerneldojo.tasks import task_ref
 
 
 class SuiteEnv(KernelEnv):
@@ -20,7 +19,7 @@ class SuiteEnv(KernelEnv):
         self.problem = _module(suite).load(problem)
         if self.problem.task is None:
             raise ValueError(f"{problem} cannot run under kerneldojo: {self.problem.reason}")
-        super().__init__(task=task_ref(self.problem.task), language="python", **kwargs)
+        super().__init__(task=self.problem.task, language="python", **kwargs)
 
     def _evaluate(self, source: str) -> EvalResult:
         return self.problem.evaluate(source, self.judge)

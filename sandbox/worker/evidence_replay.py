@@ -256,9 +256,9 @@ def prepare(spec: dict) -> tuple:
     import torch
 
     from kerneldojo.graders.correctness import poisoned_like
-    from kerneldojo.tasks import get_task
+    from kerneldojo.tasks import task_from_ref
 
-    task, cpu = get_task(spec["task"]), torch.device("cpu")
+    task, cpu = task_from_ref(spec["task"]), torch.device("cpu")
     templates = tuple(torch.empty(size, dtype=getattr(torch, dtype)) for size, dtype in spec["outputs"])
     sets = [task.reference.make_inputs(spec["shape"], seed, cpu) for seed in spec["seeds"]]
     return task, spec["shape"], templates, sets, [poisoned_like(templates) for _ in sets]

@@ -26,7 +26,7 @@ from kerneldojo.graders.timing import HostGate, L2Flush, time_calls
 from kerneldojo.result import TimeStats
 from kerneldojo.sandbox.device import resolve_device
 from kerneldojo.sandbox.protocol import OPS, PROGRESS, READY, REFERENCE_KINDS, REPLY_ERRORS, SubmissionError, reply_kind
-from kerneldojo.tasks import get_task, list_tasks
+from kerneldojo.tasks import list_tasks, task_from_ref
 
 from .channel import WorkerEnd
 from .collective import compile_barrier
@@ -118,7 +118,7 @@ class _Session:
         """Returns the seconds the load took, for the judge's phase breakdown (the rest was the worker's start)."""
         started = time.perf_counter()
         before_submission_code()
-        self.solution = Solution(get_task(task_id), build, resolve_device(self.device_spec), self.outputs_by_value)
+        self.solution = Solution(task_from_ref(task_id), build, resolve_device(self.device_spec), self.outputs_by_value)
         if self.replies is not None:
             self.solution.first_return = lambda: _reply(self.replies, self.sequence, PROGRESS, None)
         return time.perf_counter() - started
@@ -181,7 +181,7 @@ class _Session:
 def _reference_calls(device_spec: str, task_id: str, shape: dict, kind: str, sets: int) -> list:
     """In a worker that has loaded no submission: the reference's calls on `sets` input sets, each called once
     (torch.compile's compile and autotuning happen here, outside the timing's exclusive hold of the GPU)."""
-    task = get_task(task_id)
+    task = task_from_ref(task_id)
     if kind == "eager":
         fn = None  # the reference itself
     elif kind == "compiled":

@@ -16,7 +16,7 @@ import torch
 
 from kerneldojo.sandbox.device import resolve_device, synchronize
 from kerneldojo.sandbox.protocol import Build
-from kerneldojo.tasks import get_task
+from kerneldojo.tasks import task_from_ref
 
 from .harness import Solution
 from .syscall_filter import before_submission_code
@@ -24,7 +24,7 @@ from .syscall_filter import before_submission_code
 
 def replay(spec: dict) -> None:
     before_submission_code()
-    task, device = get_task(spec["task"]), resolve_device(spec["device"])
+    task, device = task_from_ref(spec["task"]), resolve_device(spec["device"])
     build = Build.from_paths(spec)
     solution = Solution(task, build, device)
     shape = spec["shape"]
