@@ -883,46 +883,50 @@ def solution(x, y):
 """
 
 
-@pytest.mark.parametrize("layout", ["folder", "folder_is_a_link", "packages_are_links"])
-def test_a_worker_reads_only_the_packages_of_a_folder_on_pythonpath(tmp_path, monkeypatch, layout):
+def test_a_worker_reads_only_the_packages_of_a_folder_on_pythonpath(tmp_path, monkeypatch):
     """Round 82: the first rule left out a namespace package (no Python at its top: cuda-python's `cuda`) and the
-    packages of a folder reached through a symlink, each an honest import's `compile_error`."""
+    packages of a folder reached through a symlink, each an honest import's `compile_error`. Three PYTHONPATH
+    folders, one per layout: a plain folder, a folder that is a link, a folder of links."""
     from kerneldojo.sandbox import isolation, process
 
-    real = tmp_path / "real"
-    packages = {"kd_probe_package/__init__.py": "VALUE = 'importable'\n",
-                "kd_never_imported/__init__.py": "VALUE = 'also importable'\n",  # liger_kernel on the H200
-                "kd_namespace/portion/__init__.py": "VALUE = 'a portion'\n"}
-    for name, text in {**packages, "kerneldojo-service/results.jsonl": "PRIVATE-SOURCE-OF-ANOTHER-TOKEN",
-                       ".git/HEAD": "PRIVATE-SOURCE-OF-ANOTHER-TOKEN", "notes.txt": "PRIVATE-SOURCE-OF-ANOTHER-TOKEN",
-                       "data/more/rows.txt": "PRIVATE-SOURCE-OF-ANOTHER-TOKEN"}.items():
-        (real / name).parent.mkdir(parents=True, exist_ok=True)
-        (real / name).write_text(text)
-    checkout = real
-    if layout == "folder_is_a_link":
-        checkout = tmp_path / "link"
-        checkout.symlink_to(real)
-    elif layout == "packages_are_links":
-        checkout = tmp_path / "farm"
-        checkout.mkdir()
-        for entry in real.iterdir():
-            (checkout / entry.name).symlink_to(entry)
-    monkeypatch.setenv("PYTHONPATH", f"{checkout}:{os.environ.get('PYTHONPATH', '')}")
-    monkeypatch.syspath_prepend(str(checkout))
-    __import__("kd_probe_package")
+    wanted, private, entries = [], [], []
+    for layout in ("folder", "folder_is_a_link", "packages_are_links"):
+        real = tmp_path / f"real_{layout}"
+        packages = {f"kd_{layout}_imported/__init__.py": f"VALUE = '{layout} importable'\n",
+                    f"kd_{layout}_never_imported/__init__.py": f"VALUE = '{layout} also'\n",  # liger_kernel, H200
+                    f"kd_{layout}_namespace/portion/__init__.py": f"VALUE = '{layout} portion'\n"}
+        state = {"kerneldojo-service/results.jsonl", ".git/HEAD", "notes.txt", "data/more/rows.txt"}
+        for name in (*packages, *state):
+            (real / name).parent.mkdir(parents=True, exist_ok=True)
+            (real / name).write_text(packages.get(name, "PRIVATE-SOURCE-OF-ANOTHER-TOKEN"))
+        entry = real
+        if layout == "folder_is_a_link":
+            entry = tmp_path / f"link_{layout}"
+            entry.symlink_to(real)
+        elif layout == "packages_are_links":
+            entry = tmp_path / f"farm_{layout}"
+            entry.mkdir()
+            for item in real.iterdir():
+                (entry / item.name).symlink_to(item)
+        entries.append(entry)
+        wanted += [(str(entry / name), text.split("'")[1]) for name, text in packages.items()]
+        private += [str(entry / name) for name in state]
+        monkeypatch.syspath_prepend(str(entry))
+        __import__(f"kd_{layout}_imported")
+    monkeypatch.setenv("PYTHONPATH", ":".join([*map(str, entries), os.environ.get("PYTHONPATH", "")]))
     isolation._package_folders.cache_clear()
     process._stop_spares()  # spares made their plan before: a new worker takes the new PYTHONPATH's
     try:
-        paths = [str(checkout / p) for p in ("kerneldojo-service/results.jsonl", ".git/HEAD", "notes.txt",
-                                            "data/more/rows.txt", *packages)]
+        paths = private + [path for path, _ in wanted]
         judge = Judge("cpu", seeds=1, limits={"load": 60, "run": 30}, result_cache=None)
         result = judge.evaluate("vector_add", READ_BESIDE_A_PACKAGE.replace("PATHS", repr(paths)), "python")
         text = "\n".join(result.messages)
         assert "READ " in text, text
         assert "PRIVATE-SOURCE-OF-ANOTHER-TOKEN" not in text, text
-        for value in ("'importable", "also importable", "a portion"):  # packages are there, as imports need
-            assert value in text, text
+        for _, value in wanted:  # packages are there, as imports need
+            assert value in text, (value, text)
     finally:
-        sys.modules.pop("kd_probe_package", None)
+        for name in [n for n in sys.modules if n.startswith("kd_") and n.endswith("_imported")]:
+            sys.modules.pop(name)
         isolation._package_folders.cache_clear()
         process._stop_spares()
