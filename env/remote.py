@@ -15,6 +15,7 @@ RewardConfig, so envs with different reward presets can share one service.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.result import EvalResult
 
 RETRIES = 5  # for 429 (rate limit) and 503 (starting), honouring Retry-After
+RETRY_AFTER_CAP_S = 60.0
 POLL_S = 0.5
 
 
@@ -57,10 +59,20 @@ def _detail(response: httpx.Response) -> str:
 
 
 def _retry_after(response: httpx.Response) -> float | None:
-    """Seconds to wait before retrying, or None when retrying will not help."""
+    """Seconds to wait before retrying, or None when retrying will not help. A service's word, bounded: a trainer
+    never waits on it for ever (red team round 84)."""
     if response.status_code == 503 or (response.status_code == 429 and "Retry-After" in response.headers):
-        return float(response.headers.get("Retry-After", 1))
+        try:
+            seconds = float(response.headers.get("Retry-After", 1))
+        except ValueError:  # an HTTP date, or nothing a number
+            seconds = 1.0
+        return min(seconds, RETRY_AFTER_CAP_S) if math.isfinite(seconds) and seconds >= 0 else 1.0
     return None
+
+
+def _client_timeout(timeout: float) -> httpx.Timeout:
+    """A read waits for `/evaluate`'s own wait (`timeout`) and a minute more, not for ever."""
+    return httpx.Timeout(30.0, read=timeout + 60.0)
 
 
 def _raise_for(response: httpx.Response) -> None:
@@ -102,7 +114,7 @@ class RemoteJudge(_Base):
                  timeout: float = 600.0, label: str | None = None, public: bool = False):  # fmt: skip
         super().__init__(url, token, reward, timeout)
         self.label, self.public = label, public
-        self._client = httpx.Client(base_url=self.url, headers=self._headers, timeout=httpx.Timeout(30.0, read=None))
+        self._client = httpx.Client(base_url=self.url, headers=self._headers, timeout=_client_timeout(self.timeout))
 
     @property
     def device(self) -> RemoteDevice:
@@ -146,7 +158,7 @@ class RemoteJudge(_Base):
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self._client = httpx.Client(base_url=self.url, headers=self._headers, timeout=httpx.Timeout(30.0, read=None))
+        self._client = httpx.Client(base_url=self.url, headers=self._headers, timeout=_client_timeout(self.timeout))
 
 
 class AsyncRemoteJudge(_Base):
@@ -156,7 +168,7 @@ class AsyncRemoteJudge(_Base):
                  timeout: float = 600.0, max_connections: int = 64):  # fmt: skip
         super().__init__(url, token, reward, timeout)
         self._client = httpx.AsyncClient(base_url=self.url, headers=self._headers,
-                                         timeout=httpx.Timeout(30.0, read=None),
+                                         timeout=_client_timeout(timeout),
                                          limits=httpx.Limits(max_connections=max_connections))  # fmt: skip
 
     async def __aenter__(self) -> AsyncRemoteJudge:

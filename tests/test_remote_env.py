@@ -115,3 +115,20 @@ def test_a_sampled_services_flag_cannot_be_scored_by_an_unbounded_reward():
     with pytest.raises(RemoteError, match="speedup_max"):
         RemoteJudge("http://127.0.0.1:9", reward=RewardConfig.preset("kevin"))._verdict(job)
     assert RemoteJudge("http://127.0.0.1:9")._verdict(job).reward == RewardConfig().audited(8)
+
+
+def test_a_services_retry_after_and_reads_are_bounded():
+    """Red team round 84: the client trusted Retry-After (a huge, negative or non-numeric one) and read with no
+    timeout, so a service could hold a trainer for ever or crash its step."""
+    import httpx
+
+    from kerneldojo.env import remote
+
+    def wait(status: int, value: str | None) -> float | None:
+        headers = {} if value is None else {"Retry-After": value}
+        return remote._retry_after(httpx.Response(status, headers=headers))
+
+    assert wait(503, "1e12") == remote.RETRY_AFTER_CAP_S
+    assert wait(503, "Wed, 21 Oct 2026 07:28:00 GMT") == wait(503, "-5") == wait(503, "nan") == 1.0
+    assert wait(503, None) == 1.0 and wait(429, "2") == 2.0 and wait(429, None) is None and wait(500, "9") is None
+    assert remote._client_timeout(600.0).read == 660.0
