@@ -490,19 +490,16 @@ class _Worker:
         remove_tree(self.scratch)
 
     def wait_ready(self, limit_s: float) -> None:
-        """Until the worker's READY, before any request: a worker that dies or stays silent is `WorkerNotReady`."""
+        """Until the worker's READY, before any request: a worker that dies or stays silent first, READY sent or not,
+        ran no submission code (the load request brings it), so that is `WorkerNotReady`, the machine's."""
         deadline = time.monotonic() + limit_s
         while not self.replies.ready.wait(0.1):
             if self.replies.closed.is_set() or not self.process.is_alive() or time.monotonic() > deadline:
                 self._let_it_end()
-                self._kill()
-                ready = self._was_ready()
                 self.stop()
-                if not ready:
-                    raise WorkerNotReady(f"the worker did not become ready within {limit_s:g} s "
-                                         f"({_describe_exit(self.process.exitcode)}), before any submission code ran "
-                                         "in it: the machine's failure (GPU or host memory, a kill from outside)")
-                return
+                raise WorkerNotReady(f"the worker did not become ready within {limit_s:g} s "
+                                     f"({_describe_exit(self.process.exitcode)}), before any submission code ran "
+                                     "in it: the machine's failure (GPU or host memory, a kill from outside)")
 
     def _was_ready(self) -> bool:
         """Did the killed worker send its READY (`protocol.READY`)? Its frames are read to its end first: a
