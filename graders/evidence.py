@@ -19,8 +19,8 @@ import torch
 
 from kerneldojo.graders.checks import message
 from kerneldojo.graders.profile import (  # noqa: F401 (triton_kernel_names re-exported)
-    VENDOR_KERNEL,
     OwnKernels,
+    library_kernel,
     library_like,
     triton_kernel_names,
 )
@@ -72,7 +72,7 @@ def figures(launches: list[dict], own: OwnKernels) -> Figures:
         shortest[name] = min(ms, shortest.get(name, math.inf))
         total += ms
         own_ms += ms if name in own else 0.0
-    vendor = sorted({n[:60] for n in shortest if n not in own and VENDOR_KERNEL.search(n)})
+    vendor = sorted({n[:60] for n in shortest if n not in own and library_kernel(n)})
     return Figures(len(launches), sum(shortest.values()), own_ms / total if total > 0 else None, vendor,
                    sorted(shortest))
 

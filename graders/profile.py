@@ -55,6 +55,13 @@ INDUCTOR_NAME = re.compile(r"(^|_)triton_(poi|red|per|tem|for|spl|unk)_|^triton_
 HARNESS_PREFIX = "kerneldojo_"
 
 
+def library_kernel(name: str) -> bool:
+    """A kernel a library wrote: a vendor's, or one torch's compiler generated (red team round 85: a submission
+    compiled a graph with Inductor at import, outside the watch, and had its kernels run in the timed calls, paid as
+    its speedup; no name rule caught them and a decoy of its own met the share)."""
+    return bool(VENDOR_KERNEL.search(name) or INDUCTOR_NAME.search(name))
+
+
 def library_like(name: str) -> bool:
     """A base name that is a vendor library's, Inductor's or the harness's: never a submission's own kernel."""
     return bool(VENDOR_NAME.search(name) or INDUCTOR_NAME.search(name)) or name.startswith(HARNESS_PREFIX)
@@ -170,19 +177,25 @@ def summarize_profile(activity: list[KernelInterval], calls: int, own_kernels: O
         own = k.name in own_kernels and not is_copy(k.name)
         total.setdefault((k.name, own), []).append((k.end_ns - k.start_ns) / 1e6)
     kernel_ms = sum(sum(v) for (name, _), v in total.items() if not is_copy(name))
-    device_ms = sum(sum(v) for v in total.values())
-    own_ms = sum(sum(v) for (_, own), v in total.items() if own)
     records = sorted(
         (KernelRecord(name=name[:200], own=own, launches=len(v), ms_per_call=sum(v) / calls,
-                      vendor=not own and bool(VENDOR_KERNEL.search(name)))
+                      vendor=not own and library_kernel(name))
          for (name, own), v in total.items()),
         key=lambda r: -r.ms_per_call,
     )  # fmt: skip
     kernels = [k for k in activity if not is_copy(k.name)]
+    mine = [k for k in activity if k.name in own_kernels and not is_copy(k.name)]
+    others = [k for k in activity if not (k.name in own_kernels and not is_copy(k.name))]
+    busy_ms = _union_ms(activity)
+    # The share is of the busy time in which only the submission's kernels ran: an own kernel beside other work on
+    # another stream adds to the sum of durations, not to the time the call takes (red team round 85: a one-block
+    # spin on side streams beside Inductor's kernels made 89 % of a summed share, none of the time).
+    own_ms = busy_ms - _union_ms(others) if mine else 0.0
     return ProfileStats(
-        calls=calls, kernel_ms=kernel_ms / calls, busy_ms=_union_ms(activity) / calls,
+        calls=calls, kernel_ms=kernel_ms / calls, busy_ms=busy_ms / calls,
         launches_per_call=len(kernels) / calls, streams=len({k.stream for k in activity}),
-        own_share=own_ms / device_ms if kernel_ms > 0 else None, kernels=records[:12],
+        own_share=min(1.0, max(0.0, own_ms / busy_ms)) if kernel_ms > 0 and busy_ms > 0 else None,
+        kernels=records[:12],
     )  # fmt: skip
 
 

@@ -195,7 +195,29 @@ def test_profile_summary_counts_overlap_once_and_sums_streams():
                KernelInterval("a", 1, 2_000_000, 3_000_000)]
     p = summarize_profile(kernels, calls=2, own_kernels=OwnKernels(native={"a"}))
     assert p.kernel_ms == pytest.approx(1.5) and p.busy_ms == pytest.approx(1.25)
-    assert p.launches_per_call == 1.5 and p.streams == 2 and p.own_share == pytest.approx(2 / 3)
+    # the share is of the busy time in which only own kernels ran: 1.5 of 2.5 ms (b overlaps half of a's first run)
+    assert p.launches_per_call == 1.5 and p.streams == 2 and p.own_share == pytest.approx(1.5 / 2.5)
+
+
+def test_an_own_kernel_beside_other_work_adds_nothing_to_its_share_and_inductors_kernels_are_a_librarys():
+    """Red team round 85 (reasoned on the judge's functions): a graph compiled by Inductor at import ran in the
+    timed calls, and one-block spins of the submission's own on side streams beside it made 89 % of a summed share,
+    none of the time: paid Inductor's speedup. The share is now of the time only own kernels ran, and Inductor's
+    kernels are a library's (`vendor_kernel`), in the worker's profile and in the evidence pass's figures."""
+    from kerneldojo.graders.evidence import decide, figures
+
+    inductor = "triton_per_fused_add_native_layer_norm_0"
+    work = [KernelInterval(inductor, 7, 0, 100_000)]
+    spins = [KernelInterval("pad_spin", 8 + i, 1_000, 99_000) for i in range(8)]
+    p = summarize_profile(work + spins, calls=1, own_kernels=OwnKernels(triton={"pad_spin"}))
+    assert p.own_share == 0.0 and p.busy_ms == pytest.approx(0.1)
+    assert [k.name for k in p.kernels if k.vendor] == [inductor]
+    with pytest.raises(Flagged) as flagged:
+        _check_timing(get_task("add_layernorm"), _timing(0.1, p), None)
+    assert {"vendor_kernel", "decoy_kernel"} <= set(flagged.value.checks)
+    replayed = figures([{"Kernel Name": inductor, "gpu__time_duration.sum": 0.1},
+                        {"Kernel Name": "pad_spin", "gpu__time_duration.sum": 0.012}], OwnKernels(triton={"pad_spin"}))
+    assert "vendor_kernel" in decide(replayed, 0.1, "case", vendor_forbidden=True, decoy_forbidden=True)
 
 
 def test_copies_in_the_profile_count_as_device_time_that_is_not_the_submissions():
