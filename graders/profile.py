@@ -172,10 +172,12 @@ def summarize_profile(activity: list[KernelInterval], calls: int, own_kernels: O
     time covers them, and they dilute its share. Red team round 43: the profile counted kernels only, so a call that
     did its work on the host (copies there and back) beside one padded kernel of its own had a 100 % own share and a
     busy time of the pad alone, while its timed calls hid the real kernel from the events on another stream."""
+    def own(k: KernelInterval) -> bool:
+        return k.name in own_kernels and not is_copy(k.name)
+
     total: dict[tuple[str, bool], list[float]] = {}
     for k in activity:
-        own = k.name in own_kernels and not is_copy(k.name)
-        total.setdefault((k.name, own), []).append((k.end_ns - k.start_ns) / 1e6)
+        total.setdefault((k.name, own(k)), []).append((k.end_ns - k.start_ns) / 1e6)
     kernel_ms = sum(sum(v) for (name, _), v in total.items() if not is_copy(name))
     records = sorted(
         (KernelRecord(name=name[:200], own=own, launches=len(v), ms_per_call=sum(v) / calls,
@@ -184,18 +186,16 @@ def summarize_profile(activity: list[KernelInterval], calls: int, own_kernels: O
         key=lambda r: -r.ms_per_call,
     )  # fmt: skip
     kernels = [k for k in activity if not is_copy(k.name)]
-    mine = [k for k in activity if k.name in own_kernels and not is_copy(k.name)]
-    others = [k for k in activity if not (k.name in own_kernels and not is_copy(k.name))]
     busy_ms = _union_ms(activity)
-    # The share is of the busy time in which only the submission's kernels ran: an own kernel beside other work on
-    # another stream adds to the sum of durations, not to the time the call takes (red team round 85: a one-block
-    # spin on side streams beside Inductor's kernels made 89 % of a summed share, none of the time).
-    own_ms = busy_ms - _union_ms(others) if mine else 0.0
+    # The share is of the busy time in which only the submission's kernels ran (the busy time less everything else's):
+    # an own kernel beside other work on another stream adds to the sum of durations, not to the time the call takes
+    # (red team round 85: a one-block spin on side streams beside Inductor's kernels made 89 % of a summed share, none
+    # of the time).
+    own_ms = busy_ms - _union_ms([k for k in activity if not own(k)])
     return ProfileStats(
         calls=calls, kernel_ms=kernel_ms / calls, busy_ms=busy_ms / calls,
         launches_per_call=len(kernels) / calls, streams=len({k.stream for k in activity}),
-        own_share=min(1.0, max(0.0, own_ms / busy_ms)) if kernel_ms > 0 and busy_ms > 0 else None,
-        kernels=records[:12],
+        own_share=own_ms / busy_ms if kernel_ms > 0 and busy_ms > 0 else None, kernels=records[:12],
     )  # fmt: skip
 
 
