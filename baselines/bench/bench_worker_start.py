@@ -33,7 +33,7 @@ def main() -> None:
     from kerneldojo.sandbox.protocol import SubmissionError
 
     device = resolve_device(args.device)
-    os.environ["KERNELDOJO_WORKER_STAGES"] = "1"  # each worker stamps when its imports ended (sandbox/worker/loop.py)
+    os.environ["KERNELDOJO_WORKER_STAGES"] = "1"  # each worker stamps its stages (sandbox/worker/confine.py `stage`)
 
     def start() -> tuple[float, process._Worker, float]:
         started = time.time()
@@ -43,8 +43,8 @@ def main() -> None:
     def observe(started: float, worker: process._Worker, spawned: float) -> dict:
         protections = worker.protections(timeout=300)
         confined = time.time() - started
-        stages = (worker.scratch / "stages.txt").read_text().split()  # the worker's own stamp, for this bench only
-        imported = float(stages[1]) - started if len(stages) > 1 else None
+        stages = protections.get("stages") or {}  # the worker's own stamps, for this bench only
+        imported = stages["imported"] - started if "imported" in stages else None
         worker.replies.ready.wait(300)
         ready = time.time() - started
         with contextlib.suppress(SubmissionError):  # no submission loaded: an error reply
@@ -56,7 +56,7 @@ def main() -> None:
                 "confine_s": None if imported is None else confined - imported, "warmup_s": ready - confined,
                 "first_request_s": answered - ready, "ready_at_s": ready,
                 "protections": sorted(k for k, v in protections.items() if v is True),
-                "confine_stages": protections.get("stages")}
+                "confine_stages": {k: round(v - stages["enter"], 4) for k, v in stages.items() if k != "imported"}}
 
     rows = []
     if args.together:

@@ -92,8 +92,9 @@ class _MountAttr(ctypes.Structure):
 _STAGES: dict[str, float] | None = {} if os.environ.get("KERNELDOJO_WORKER_STAGES") else None
 
 
-def _stage(name: str) -> None:
-    """When each step of the confinement ended (bench_worker_start.py only, with KERNELDOJO_WORKER_STAGES)."""
+def stage(name: str) -> None:
+    """When each step of a worker's start ended, reported with its protections (bench_worker_start.py only, with
+    KERNELDOJO_WORKER_STAGES)."""
     if _STAGES is not None:
         _STAGES[name] = time.time()
 
@@ -163,7 +164,7 @@ def enter(plan: Plan, redirect_output, keep_fds: tuple[int, ...] = ()) -> dict:
     `redirect_output()` points stdout/stderr to the scratch folder once it is mounted. Every file descriptor
     but 0, 1, 2 and `keep_fds` (the socket to the judge) is closed in the worker at the end.
     """
-    _stage("enter")
+    stage("enter")
     protections: dict[str, object] = {"session_keyring": _fresh_session_keyring()}
     _die_with_parent()  # the judge's end: this process, then each one below, gets SIGKILL
     for path in plan.cgroup_procs:  # before any fork: children are born inside
@@ -177,7 +178,7 @@ def enter(plan: Plan, redirect_output, keep_fds: tuple[int, ...] = ()) -> dict:
         _wait_and_mirror(child)
     _die_with_parent()
     protections.update(_unshare(plan))
-    _stage("unshare")
+    stage("unshare")
     if protections["pid_namespace"] is True:
         report_r, report_w = os.pipe()
         worker = os.fork()  # pid 1 of the new namespace
@@ -205,7 +206,7 @@ def enter(plan: Plan, redirect_output, keep_fds: tuple[int, ...] = ()) -> dict:
     keep = sorted({0, 1, 2, *keep_fds})
     protections["fds"] = f"on: only {keep} stay open"
     if _STAGES is not None:
-        protections["stages"] = {k: round(v - _STAGES["enter"], 4) for k, v in _STAGES.items()}
+        protections["stages"] = dict(_STAGES)
     report(protections)
     _close_fds_except(keep)
     return protections
@@ -360,11 +361,11 @@ def _inside(plan: Plan, active: dict, redirect_output) -> dict:
                         ("TORCHINDUCTOR_CACHE_DIR", f"{plan.scratch}/.inductor")):  # fmt: skip
         os.environ[name] = value
     tempfile.tempdir = None
-    _stage("own_proc")
+    stage("own_proc")
     result.update(_limits(plan))
-    _stage("limits")
+    stage("limits")
     result.update(_drop_privileges())
-    _stage("privileges")
+    stage("privileges")
     return result
 
 
@@ -433,9 +434,9 @@ def _setup_mounts(plan: Plan, redirect_output, own_proc: bool) -> str:
             Path(target).touch()
         _mount(path, target, None, MS_BIND | MS_REC)
         _make_readonly(target, recursive=True)
-    _stage("root_binds")
+    stage("root_binds")
     _private_dev(plan.gpu, new)
-    _stage("dev")
+    stage("dev")
     if plan.private_shm:
         _mount("tmpfs", f"{new}/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, scratch)
     os.makedirs(new + plan.scratch, exist_ok=True)
@@ -466,13 +467,13 @@ def _setup_mounts(plan: Plan, redirect_output, own_proc: bool) -> str:
         if plan.judge_pid and os.path.isdir(f"{new}/proc/{plan.judge_pid}"):
             _mount(f"{new}/proc/{plan.judge_pid}", f"{new}/proc/{plan.judge_pid}", None, MS_BIND)
             _make_readonly(f"{new}/proc/{plan.judge_pid}")
-    _stage("proc")
+    stage("proc")
     if plan.gpu:  # the CUDA driver and NVML read the GPU's PCI topology and NUMA nodes from /sys
         os.makedirs(f"{new}/sys", exist_ok=True)
         _mount("/sys", f"{new}/sys", None, MS_BIND | MS_REC)
         with contextlib.suppress(OSError):
             _make_readonly(f"{new}/sys", recursive=True)
-    _stage("sys")
+    stage("sys")
     for path in plan.hide_inside_kept:  # judge-private folders inside a kept tree (a cache inside the venv)
         if os.path.isdir(new + path):
             _mount("tmpfs", new + path, "tmpfs", MS_NOSUID | MS_NODEV, HIDDEN_TMPFS)
@@ -486,7 +487,7 @@ def _setup_mounts(plan: Plan, redirect_output, own_proc: bool) -> str:
         how = "chroot (pivot_root refused)"
     os.chdir("/")
     _make_readonly("/")
-    _stage("pivot")
+    stage("pivot")
     mib = plan.scratch_bytes >> 20
     return (f"read-only: a root of its own ({how}) holding only the allowlist; own /dev; writable: scratch, "
             f"{', '.join(private)} (tmpfs, {mib} MiB and {plan.scratch_inodes} files each)")

@@ -30,7 +30,7 @@ from kerneldojo.tasks import list_tasks, task_from_ref
 
 from .channel import WorkerEnd
 from .collective import compile_barrier
-from .confine import Plan, enter
+from .confine import Plan, enter, stage
 from .environment import scrub
 from .harness import Solution, plain
 from .syscall_filter import before_submission_code, refuse_processes_and_sockets
@@ -61,8 +61,7 @@ def serve(requests, replies, device_spec: str, scratch: str, outputs_by_value: b
 
     With `outputs_by_value` (no memory shared with the judge), native entry points' outputs are sent back too.
     """
-    if os.environ.get("KERNELDOJO_WORKER_STAGES"):  # bench_worker_start.py: when the interpreter and imports ended
-        Path(scratch, "stages.txt").write_text(f"imported {time.time()}\n")
+    stage("imported")  # the interpreter and imports done (bench_worker_start.py)
     harden(Path(scratch), plan, keep_fds=tuple({e.sock.fileno() for e in (requests, replies) if hasattr(e, "sock")}))
     if device_spec != "cpu":  # Triton launches, events and bare synchronize() use the current device
         torch.cuda.set_device(device_spec)
