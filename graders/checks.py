@@ -21,6 +21,8 @@ MESSAGES = {
     "no_kernel": "no kernel ran in the timed calls ({detail}): the work was done on the host or not at all; "
                  "do it in your own kernel",
     "decoy_kernel": "{detail} of the GPU time was spent in kernels the submission did not compile",
+    "torch_kernel": "kernels of PyTorch or a library ran that no operator this task allows launches ({detail}); "
+                    "do the work in your own kernel",
     "unsynchronized_stream": "{detail}: work on another stream was not joined to the caller's stream before "
     "returning; make the caller's stream wait for it (an event, or synchronize)",
     "timing_channel": "{detail}; the worker's replies were out of order, as when a submission forges one",

@@ -23,8 +23,10 @@ from kerneldojo.graders.profile import (  # noqa: F401 (triton_kernel_names re-e
     library_kernel,
     library_like,
     triton_kernel_names,
+    unexplained_kernel,
 )
 from kerneldojo.sandbox.protocol import CompileError, sample_positions
+from kerneldojo.tasks.spec import DEFAULT_ALLOWED_OPS
 
 REPLAY_CALLS = 2  # replayed calls, each on its own input set from fresh seeds
 # Elements of each output compared (at positions drawn by the judge): a full GB-sized output would cross the
@@ -58,10 +60,11 @@ class Figures:
     kernel_ms: float  # one call's GPU work, a lower bound: per kernel name the shortest launch, summed
     own_share: float | None  # of all kernel time in the replay, the submission's own kernels' (None: no kernel)
     vendor: list[str]
+    unexplained: list[str]  # `profile.unexplained_kernel`s: torch's work that no allowed operator launches
     names: list[str]
 
 
-def figures(launches: list[dict], own: OwnKernels) -> Figures:
+def figures(launches: list[dict], own: OwnKernels, allowed_ops: frozenset[str] = DEFAULT_ALLOWED_OPS) -> Figures:
     """Per kernel name the minimum launch duration, summed: robust to Triton's autotuning (one name launched with
     several configs, the slow ones included) and to launches made once, and never above one call's work for
     kernels that every call launches."""
@@ -73,21 +76,24 @@ def figures(launches: list[dict], own: OwnKernels) -> Figures:
         total += ms
         own_ms += ms if name in own else 0.0
     vendor = sorted({n[:60] for n in shortest if n not in own and library_kernel(n)})
+    unexplained = sorted({n[:60] for n in shortest if n not in own and unexplained_kernel(n, allowed_ops)})
     return Figures(len(launches), sum(shortest.values()), own_ms / total if total > 0 else None, vendor,
-                   sorted(shortest))
+                   unexplained, sorted(shortest))
 
 
-def decide(found: Figures, claimed_ms: float, case: str, vendor_forbidden: bool, decoy_forbidden: bool
-           ) -> dict[str, str]:  # fmt: skip
+def decide(found: Figures, claimed_ms: float, case: str, vendor_forbidden: bool, decoy_forbidden: bool,
+           torch_forbidden: bool = True) -> dict[str, str]:  # fmt: skip
     """The flags ncu's record raises. `claimed_ms`: the time per call the speedup pays for this case (the larger of
     the worker's event median and its profile's busy time, `CaseTiming.scored_ms`); `vendor_forbidden`: the task
     allows no vendor library's operator; `decoy_forbidden`: the task does not allow them all (an adapted suite's
-    problem may keep torch's kernels)."""
+    problem may keep torch's kernels); `torch_forbidden`: the task allows no operator beyond the defaults."""
     fired = {}
     if not found.launches:
         fired["no_kernel"] = message("no_kernel", f"{case}, replayed under Nsight Compute")
     if found.vendor and vendor_forbidden:
         fired["vendor_kernel"] = message("vendor_kernel", "; ".join(found.vendor[:3]))
+    if found.unexplained and torch_forbidden:
+        fired["torch_kernel"] = message("torch_kernel", "; ".join(found.unexplained[:3]) + " (Nsight Compute)")
     if found.own_share == 0 and not decoy_forbidden:  # a task allowing torch's kernels still needs one of its own
         fired["no_kernel"] = message("no_kernel", f"{case}: every kernel was PyTorch's or a library's (Nsight Compute)")
     elif found.own_share is not None and found.own_share < MIN_OWN_SHARE and decoy_forbidden:

@@ -22,10 +22,16 @@ from pathlib import Path
 import torch
 
 from kerneldojo.result import KernelRecord, ProfileStats
+from kerneldojo.tasks.spec import COPY_OPS
 
+# Kernels of closed-source libraries whose names say neither library nor namespace: cuFFT's (`regular_fft`,
+# `vector_fft`), cuDNN's older convolutions (`implicit_convolve_sgemm`, `precomputed_convolve_sgemm`): red team
+# round 86. A submission may not name its own so, nor have them counted as its own.
+CLOSED_KERNELS = r"regular_fft|vector_fft|convolve_sgemm|convolve_hgemm|convolve_dgemm"
 # Kernels of NVIDIA's math libraries (cuBLAS/cuBLASLt on Hopper names many GEMMs nvjet_*; CUTLASS
 # inside cuBLAS, cuDNN, and the flash/memory-efficient attention kernels shipped in torch).
-VENDOR_KERNEL = re.compile(r"nvjet|xmma|cublas|cudnn|gemv|gemmk|gemm_|_gemm|cutlass|flash_fwd|fmha|sm\d+_", re.I)
+VENDOR_KERNEL = re.compile(r"nvjet|xmma|cublas|cudnn|gemv|gemmk|gemm_|_gemm|cutlass|flash_fwd|fmha|sm\d+_|"
+                           + CLOSED_KERNELS, re.I)
 
 
 # Own kernels named like a vendor library's (cuBLAS's nvjet_*, sm90_xmma_*, cutlass_*, cuDNN's): refused at
@@ -33,7 +39,7 @@ VENDOR_KERNEL = re.compile(r"nvjet|xmma|cublas|cudnn|gemv|gemmk|gemm_|_gemm|cutl
 # VENDOR_KERNEL's generic fragments (gemm_, _gemm) are left out: the tasks' own starters are gemm_kernel,
 # fp8_gemm_kernel and so on, and no vendor kernel is known to be named that plainly.
 VENDOR_NAME = re.compile(r"nvjet|xmma|cublas|cudnn|cutlass|flash_fwd|fmha|^sm\d+_|^(ampere|volta|turing|hopper)_|"
-                         r"^gemv|^gemmk|^gemmSN|^splitKreduce", re.I)
+                         r"^gemv|^gemmk|^gemmSN|^splitKreduce|" + CLOSED_KERNELS, re.I)
 # A C++ kernel in these namespaces is torch's or a library's, whatever its base name.
 # (`at_cuda_detail::` is torch's wrapped CUB: red team round 29.)
 FOREIGN_NAMESPACES = ("at::", "at_cuda_detail::", "c10::", "cub::", "thrust::", "cublas", "cudnn")
@@ -60,6 +66,29 @@ def library_kernel(name: str) -> bool:
     compiled a graph with Inductor at import, outside the watch, and had its kernels run in the timed calls, paid as
     its speedup; no name rule caught them and a decoy of its own met the share)."""
     return bool(VENDOR_KERNEL.search(name) or INDUCTOR_NAME.search(name))
+
+
+# The kernels torch launches for the default allowlist's operators that write elements (`tasks.spec`; views,
+# allocation and record_stream launch none, `.item()` is a copy), by the operators that launch them: fills, copies
+# and casts, arange. Only torch's (`at::native::`): a kernel of the submission's is its own whatever its name.
+DEFAULT_OP_KERNELS: dict[frozenset[str], re.Pattern] = {
+    frozenset({"aten.fill", "aten.zero", "aten.zeros", "aten.zeros_like", "aten.new_zeros", "aten.ones",
+               "aten.ones_like", "aten.new_ones", "aten.full", "aten.full_like", "aten.new_full",
+               "aten.scalar_tensor"}): re.compile(r"^(void )?at::native::.*(FillFunctor|fill_kernel)"),
+    COPY_OPS: re.compile(r"^(void )?at::native::.*copy_kernel"),
+    frozenset({"aten.arange"}): re.compile(r"^(void )?at::native::.*arange"),
+}
+
+
+def unexplained_kernel(name: str, allowed_ops: frozenset[str]) -> bool:
+    """A kernel that is not a copy, not a library's (`library_kernel`: `vendor_kernel` has it), and launched by none
+    of the default operators the task allows: torch's or a closed library's work, done where the operator watch was
+    off (the timed and replayed calls). Callers rule the submission's own kernels and the harness's out first.
+    Red team round 86: a timed call ran torch's fused RMSNorm and an own spin of 12 % of its time, which met the
+    decoy rule's 10 % share and was paid torch's speed."""
+    if is_copy(name) or library_kernel(name):
+        return False
+    return not any(pattern.search(name.strip()) for ops, pattern in DEFAULT_OP_KERNELS.items() if ops & allowed_ops)
 
 
 def library_like(name: str) -> bool:
@@ -330,13 +359,9 @@ KERNEL_NAMES, INSPECT_FAILED = "kernel-names.txt", "# not listed"
 
 @functools.cache  # a library's path names its content (the build cache is keyed by source and flags)
 def native_kernel_names(library) -> frozenset[str]:
-    """The __global__ functions compiled into a built library, from its embedded cubins. The judge's builds list
-    them beside the library (`graders.compile.KERNEL_NAMES`, by cuobjdump in the build's confinement); a library
-    without that list (load_inline's, built inside a worker) is read by cuobjdump here, in the worker."""
-    import subprocess
+    """The __global__ functions compiled into one of the judge's builds, listed beside the library
+    (`graders.compile.KERNEL_NAMES`, by cuobjdump in the build's confinement), or read from it when not listed."""
     from pathlib import Path
-
-    from kerneldojo.sandbox.device import cuda_tool
 
     listed = Path(library).with_name(KERNEL_NAMES)
     if listed.exists():
@@ -346,6 +371,18 @@ def native_kernel_names(library) -> frozenset[str]:
                                f"{text.strip()[len(INSPECT_FAILED) + 2:]} at its build (install the CUDA toolkit's "
                                "cuobjdump, then clear the build cache)")
         return frozenset(text.split())
+    return inspected_kernel_names(library)
+
+
+@functools.cache
+def inspected_kernel_names(library) -> frozenset[str]:
+    """The __global__ functions of a library's embedded cubins, read by cuobjdump. The only way for a library a
+    worker built (load_inline's, at its run): a list beside it is the submission's word (red team round 86: a
+    module registered in sys.modules beside a planted list claimed torch's and cuFFT's kernels as its own)."""
+    import subprocess
+
+    from kerneldojo.sandbox.device import cuda_tool
+
     tool = cuda_tool("cuobjdump")
     if tool is None:  # without it every native kernel would look foreign, and the decoy check would fire
         raise RuntimeError("judge: cuobjdump not found, so the kernels a CUDA submission compiled cannot be told "

@@ -61,7 +61,7 @@ from kerneldojo.graders.evidence import (
 )  # fmt: skip
 from kerneldojo.graders.extensions import build_extensions
 from kerneldojo.graders.ncu import NcuError, NcuReportAltered, parse_ncu_csv, summarise
-from kerneldojo.graders.profile import OwnKernels, native_kernel_names
+from kerneldojo.graders.profile import OwnKernels, native_kernel_names, unexplained_kernel
 from kerneldojo.graders.reward import RewardConfig
 from kerneldojo.graders.roofline import datasheet_peaks, floor_ms, measured_peaks
 from kerneldojo.graders.timing import POOL_SETS, gpu_state, pool_size, time_calls
@@ -104,6 +104,7 @@ from kerneldojo.sandbox.protocol import (
     last_seeds,
 )  # fmt: skip
 from kerneldojo.tasks import Case, Task, get_task, task_content_hash, task_ref
+from kerneldojo.tasks.spec import DEFAULT_ALLOWED_OPS
 from kerneldojo.version import PROTOCOL_VERSION, __version__
 
 NO_GPU_PROFILE = ("no profile: CPU mode has no GPU, so Nsight Compute cannot run; the same request on a GPU "
@@ -507,11 +508,12 @@ class Judge:
             raise SubmissionError(f"Nsight Compute failed on this replay, and only on it: {detail}") from None
         except (ValueError, IndexError) as e:
             return {"evidence_wrong": wrong(f"Nsight Compute's report was not its table ({type(e).__name__})")}
-        found = figures(launches, own)
+        found = figures(launches, own, task.allowed_ops)
         evidence.launches, evidence.kernel_ms, evidence.own_share = found.launches, found.kernel_ms, found.own_share
         evidence.kernels = [name[:200] for name in found.names[:20]]
         return decide(found, claimed_ms, str(case), vendor_forbidden=not LIBRARY_OPS & task.allowed_ops,
-                      decoy_forbidden=not task.allowed_ops >= LIBRARY_OPS)
+                      decoy_forbidden=not task.allowed_ops >= LIBRARY_OPS,
+                      torch_forbidden=task.allowed_ops <= DEFAULT_ALLOWED_OPS)
 
     def _limits_for(self, task: Task) -> dict[str, float]:
         """The worker's limits for this task: a run's limit follows from the reference's own time (`run_limit_s`)
@@ -949,6 +951,10 @@ def _check_timing(task: Task, timing: CaseTiming, sheet_floor_ms: float | None) 
         vendor = [k.name[:60] for k in profile.kernels if k.vendor]
         if vendor and not LIBRARY_OPS & task.allowed_ops:
             fired["vendor_kernel"] = message("vendor_kernel", "; ".join(vendor[:3]))
+        unexplained = [k.name[:60] for k in profile.kernels
+                       if not k.own and unexplained_kernel(k.name, task.allowed_ops)]
+        if unexplained and task.allowed_ops <= DEFAULT_ALLOWED_OPS:
+            fired["torch_kernel"] = message("torch_kernel", "; ".join(unexplained[:3]))
         if profile.own_share is None:  # copies at most: host compute, or a cached answer
             fired["no_kernel"] = message("no_kernel", timing.case)
         # A task that allows the vendor libraries' operators (an adapted KernelBench problem) lets a submission

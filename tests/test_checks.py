@@ -197,7 +197,8 @@ def test_decoy_fires_when_the_submission_kernels_did_little_of_the_work():
             KernelInterval("decoy", 7, 1_000_000, 1_010_000)]
     with pytest.raises(Flagged, match="decoy_kernel"):
         _check_timing(get_task("vector_add"), _timing(1.0, _profile(work, {"decoy"})), 0.01)
-    honest = [KernelInterval("void at::native::fill_kernel(int)", 7, 0, 10_000),
+    honest = [KernelInterval("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int)",
+                             7, 0, 10_000),
               KernelInterval("add_kernel", 7, 10_000, 1_000_000)]
     _check_timing(get_task("vector_add"), _timing(1.0, _profile(honest, {"add_kernel"})), 0.01)
 

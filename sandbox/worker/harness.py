@@ -30,6 +30,7 @@ from kerneldojo.graders.checks import message
 from kerneldojo.graders.correctness import check_inputs_unchanged, check_no_aliasing, poisoned_like
 from kerneldojo.graders.profile import (
     OwnKernels,
+    inspected_kernel_names,
     native_kernel_names,
     profile_calls,
     summarize_profile,
@@ -344,7 +345,7 @@ class Solution:
         own = OwnKernels(set(self._own_names.triton), set(self._own_names.native))
         for library in _extensions_built_here():  # load_inline's (a KernelBench solution's), built at its run
             if library not in self._built_here:
-                self._built_here[library] = native_kernel_names(library)
+                self._built_here[library] = inspected_kernel_names(library)
             own.native |= self._built_here[library]
         return own
 

@@ -1,0 +1,132 @@
+"""Red team round 86 (the GPU path, reasoned and shown on the judge's own functions): work that torch or a closed
+library did, paid as the submission's.
+
+- A timed call ran torch's fused RMSNorm (an `at::native` kernel, no vendor name) beside an own spin of 12 % of its
+  time: the decoy rule's 10 % share was met and torch's speed paid. Now any kernel that no operator the task allows
+  launches is `torch_kernel`, in the worker's profile and in the evidence pass (`profile.unexplained_kernel`).
+- cuFFT's `regular_fft` and cuDNN's `implicit_convolve_sgemm` had no library's name: now `library_kernel`, and no own
+  kernel may be named so.
+- A module registered in sys.modules beside a planted `kernel-names.txt` made the worker count torch's kernels as its
+  own: a library a worker built is read by cuobjdump only (`profile.inspected_kernel_names`).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kerneldojo.graders.checks import Flagged
+from kerneldojo.graders.evidence import check_own_names, decide, figures
+from kerneldojo.graders.profile import (
+    KERNEL_NAMES,
+    KernelInterval,
+    OwnKernels,
+    inspected_kernel_names,
+    library_kernel,
+    native_kernel_names,
+    summarize_profile,
+    unexplained_kernel,
+)
+from kerneldojo.judge import _check_timing
+from kerneldojo.result import CaseTiming, TimeStats
+from kerneldojo.tasks import get_task
+from kerneldojo.tasks.spec import DEFAULT_ALLOWED_OPS
+
+RMS_NORM = ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>"
+            "(int, float, float const*)")
+FILL = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"
+        "(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)")
+CAST = ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::"
+        "{lambda()#3}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >(int, float)")
+ARANGE = "void at::native::elementwise_kernel_with_index<int, at::native::arange_cuda_out(...)::{lambda(long)#1}>(int)"
+
+
+def _timed(task_id: str, kernels: list[tuple[str, int]], own: set[str]) -> None:
+    """`_check_timing` on one call whose kernels ran back to back, (name, ns) each."""
+    intervals, start = [], 0
+    for name, ns in kernels:
+        intervals.append(KernelInterval(name, 7, start, start + ns))
+        start += ns
+    profile = summarize_profile(intervals, calls=1, own_kernels=OwnKernels(native=own))
+    stats = TimeStats(median_ms=start / 1e6, mean_ms=start / 1e6, min_ms=start / 1e6, max_ms=start / 1e6, iqr_ms=0,
+                      runs=10)
+    _check_timing(get_task(task_id), CaseTiming(case="n=1", submission=stats, profile=profile), None)
+
+
+def test_torchs_fused_kernel_beside_an_own_spin_is_torch_kernel():
+    spin = [(RMS_NORM, 880_000), ("spin", 120_000)]  # 12 %: the decoy rule alone let it through
+    with pytest.raises(Flagged) as flagged:
+        _timed("rmsnorm", spin, {"spin"})
+    assert set(flagged.value.checks) == {"torch_kernel"}
+    launches = [{"Kernel Name": n, "gpu__time_duration.sum": ns / 1e6} for n, ns in spin]
+    found = figures(launches, OwnKernels(triton={"spin"}), get_task("rmsnorm").allowed_ops)
+    assert found.own_share == pytest.approx(0.12)
+    assert set(decide(found, 1.0, "case", vendor_forbidden=True, decoy_forbidden=True)) == {"torch_kernel"}
+
+
+def test_the_default_operators_kernels_are_explained_and_honest_profiles_pass():
+    for name in (FILL, CAST, ARANGE, "Memcpy DtoD (Device -> Device)", "Memset (Device)"):
+        assert not unexplained_kernel(name, DEFAULT_ALLOWED_OPS), name
+    _timed("rmsnorm", [(FILL, 5_000), (CAST, 5_000), (ARANGE, 1_000), ("rms_kernel", 900_000)], {"rms_kernel"})
+    # a task that forbids copies (its work is one) does not explain torch's copy kernels
+    assert unexplained_kernel(CAST, get_task("transpose").allowed_ops)
+    with pytest.raises(Flagged, match="torch_kernel"):
+        _timed("transpose", [(CAST, 900_000), ("transpose_kernel", 120_000)], {"transpose_kernel"})
+
+
+def test_a_task_allowing_operators_beyond_the_defaults_keeps_the_share_rule():
+    from kerneldojo.judge import LIBRARY_OPS
+
+    allowed = DEFAULT_ALLOWED_OPS | LIBRARY_OPS  # an adapted KernelBench problem
+    found = figures([{"Kernel Name": RMS_NORM, "gpu__time_duration.sum": 0.9},
+                     {"Kernel Name": "own", "gpu__time_duration.sum": 0.1}], OwnKernels(triton={"own"}), allowed)
+    assert found.unexplained == [RMS_NORM[:60]]
+    assert decide(found, 1.0, "case", vendor_forbidden=False, decoy_forbidden=False,
+                  torch_forbidden=allowed <= DEFAULT_ALLOWED_OPS) == {}
+
+
+@pytest.mark.parametrize("name", ["void regular_fft<256u, EPT<8u>, 32u, 16u>(float2*, float2 const*)",
+                                  "void vector_fft<128u>(float2*)",
+                                  "void implicit_convolve_sgemm<float, float, 128, 5, 5, 3, 3, 3, 1, false>(int)"])
+def test_closed_library_kernels_are_a_librarys(name):
+    assert library_kernel(name) and name not in OwnKernels(native={"regular_fft", "vector_fft",
+                                                                   "implicit_convolve_sgemm"})
+    from kerneldojo.graders.profile import kernel_base_name
+    from kerneldojo.sandbox.protocol import CompileError
+
+    with pytest.raises(CompileError, match="look like a vendor library"):
+        check_own_names({kernel_base_name(name)})
+
+
+def test_a_list_planted_beside_a_library_the_worker_built_is_not_read(tmp_path, monkeypatch):
+    library = tmp_path / "ext.so"
+    library.write_bytes(b"\x7fELF not a real library")
+    (tmp_path / KERNEL_NAMES).write_text("softmax_warp_forward regular_fft\n")
+    monkeypatch.setattr("kerneldojo.sandbox.device.cuda_tool", lambda name: "/bin/true")  # a cuobjdump listing nothing
+    assert native_kernel_names.__wrapped__(library) == {"softmax_warp_forward", "regular_fft"}  # the judge's builds
+    assert inspected_kernel_names.__wrapped__(library) == frozenset()  # what the worker uses for its own builds
+    source = (__import__("pathlib").Path(__file__).parents[2] / "sandbox" / "worker" / "harness.py").read_text()
+    runtime = source.split("def _own_kernels(self)", 1)[1].split("\n    def ", 1)[0]
+    assert "inspected_kernel_names(library)" in runtime and "native_kernel_names" not in runtime
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_every_default_operators_kernel_on_the_gpu_is_explained():
+    """The names above are torch's as this machine's torch spells them: every default operator that writes elements,
+    run under the profile, launches only kernels the rule explains (a false `torch_kernel` on honest code otherwise)."""
+    from kerneldojo.graders.profile import profile_calls
+
+    device = torch.device("cuda")
+    x = torch.randn(1000, 33, device=device)
+    calls = [lambda: torch.zeros(1000, device=device), lambda: torch.ones(7, 5, device=device),
+             lambda: torch.full((300,), 2.5, device=device), lambda: x.new_zeros(100).fill_(3),
+             lambda: torch.arange(1000, device=device), lambda: x.t().contiguous(), lambda: x.clone(),
+             lambda: x.to(torch.bfloat16), lambda: x.half().float(), lambda: x.to(torch.int32),
+             lambda: torch.empty_like(x).copy_(x.t().t()), lambda: x[:, 1:].contiguous(), lambda: x[0, 0].item()]
+    for call in calls:
+        call()
+    kernels = profile_calls(calls, device, 1 << 20)
+    names = {k.name for k in kernels}
+    assert names, "the profile saw no kernel"
+    assert [n for n in names if unexplained_kernel(n, DEFAULT_ALLOWED_OPS)] == []
