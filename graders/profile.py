@@ -70,13 +70,15 @@ def library_kernel(name: str) -> bool:
 
 # The kernels torch launches for the default allowlist's operators that write elements (`tasks.spec`; views,
 # allocation and record_stream launch none, `.item()` is a copy), by the operators that launch them: fills, copies
-# and casts, arange. Only torch's (`at::native::`): a kernel of the submission's is its own whatever its name.
+# and casts, arange. Only torch's, in its namespaces as CUPTI and ncu spell them (ncu drops `native::`; arange's
+# kernel is in an anonymous namespace): a kernel of the submission's is its own whatever its name.
+_TORCH = r"^(void )?(at::|\(anonymous namespace\)::|<unnamed>::)"
 DEFAULT_OP_KERNELS: dict[frozenset[str], re.Pattern] = {
     frozenset({"aten.fill", "aten.zero", "aten.zeros", "aten.zeros_like", "aten.new_zeros", "aten.ones",
                "aten.ones_like", "aten.new_ones", "aten.full", "aten.full_like", "aten.new_full",
-               "aten.scalar_tensor"}): re.compile(r"^(void )?at::native::.*(FillFunctor|fill_kernel)"),
-    COPY_OPS: re.compile(r"^(void )?at::native::.*copy_kernel"),
-    frozenset({"aten.arange"}): re.compile(r"^(void )?at::native::.*arange"),
+               "aten.scalar_tensor"}): re.compile(_TORCH + r".*(FillFunctor|fill_kernel)"),
+    COPY_OPS: re.compile(_TORCH + r".*copy_kernel"),
+    frozenset({"aten.arange"}): re.compile(_TORCH + r".*arange"),
 }
 
 

@@ -3,38 +3,32 @@
 #   2. y = h @ w2 + b2: bias in the epilogue.
 # h makes exactly one round trip through DRAM (4 * tokens * d_ff bytes), a few percent of the
 # GEMM time at the benchmark sizes; eager PyTorch makes four such trips plus three extra kernels.
-# Each GEMM is a grouped-order, autotuned tl.dot kernel (wgmma with a cp.async ring on Hopper).
+# Each GEMM is a grouped-order tl.dot kernel (wgmma with a cp.async ring on Hopper), one config per size
+# class rather than autotuned: the judge runs each step in a fresh process with an empty Triton cache, where
+# a sweep of 7 configs at every new (m, n, k) cost 10-20 s a case (issue 14).
 import os
 
 import torch
 import triton
 import triton.language as tl
 
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
-def _configs():
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        # The interpreter runs tiles as numpy calls and cannot time configs: a single config, no sweep.
-        return [triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8})]
 
-    def cfg(bm, bn, bk, warps, stages):
-        return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8},
-                             num_warps=warps, num_stages=stages)
-
-    return [
-        # Large GEMMs on Hopper: two warpgroups of 64x256 wgmma, 3-4 stages of 48 KB.
-        cfg(128, 256, 64, 8, 4),
-        cfg(128, 256, 64, 8, 3),
-        cfg(256, 128, 64, 8, 3),
-        cfg(128, 128, 64, 8, 4),
-        cfg(128, 128, 64, 4, 3),
-        cfg(64, 128, 64, 4, 4),  # small or odd sizes: more tiles, so every SM gets work
-        cfg(64, 64, 64, 4, 3),
-    ]
+def _config(m: int, n: int) -> tuple[int, int, int, int, int]:
+    """BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages for an (m, n) output."""
+    if INTERPRET:
+        return 64, 64, 64, 4, 1  # the interpreter runs tiles as numpy calls: one small config
+    if triton.cdiv(m, 128) * triton.cdiv(n, 256) >= 128:
+        # Large GEMMs on Hopper (at least about a wave of tiles on 132 SMs): two warpgroups of 64x256
+        # wgmma, 3 stages of 48 KB.
+        return 128, 256, 64, 8, 3
+    return 64, 128, 64, 4, 4  # small or odd sizes: more tiles, so every SM gets work
 
 
 def _align(args):
-    # Eight bf16 values are one 16-byte vector; Triton only proves alignment for sizes divisible by
-    # 16, so say so explicitly when k and n are multiples of 8 (keeps the loads vectorised).
+    # Eight bf16 values are one 16-byte vector. k and n are not specialised (below), so Triton sees none of
+    # their divisibility: say explicitly when they are multiples of 8 (keeps the loads vectorised).
     return 8 if args["k"] % 8 == 0 and args["n"] % 8 == 0 else 1
 
 
@@ -47,9 +41,10 @@ def _gelu_tanh(v):
     return v / (1.0 + tl.exp2(tl.minimum(t, 80.0)))
 
 
-@triton.autotune(configs=_configs(), key=["m", "n", "k"])
+# m, n and k are not specialised (Triton would compile apart values of 1 and multiples of 16, a variant
+# per combination): ALIGN states the divisibility of k and n that vector loads need, and m only bounds masks.
 @triton.heuristics({"ALIGN": _align})
-@triton.jit
+@triton.jit(do_not_specialize=["m", "n", "k"])
 def linear_kernel(a_ptr, w_ptr, bias_ptr, out_ptr, m, n, k, GELU: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                   ALIGN: tl.constexpr):
@@ -92,10 +87,10 @@ def _linear(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, gelu: bool) ->
     if m == 0 or n == 0:
         return out
 
-    def grid(meta):
-        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
-
-    linear_kernel[grid](a, w, bias, out, m, n, k, GELU=gelu)
+    block_m, block_n, block_k, warps, stages = _config(m, n)
+    linear_kernel[(triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)](
+        a, w, bias, out, m, n, k, GELU=gelu, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=8,
+        num_warps=warps, num_stages=stages)
     return out
 
 

@@ -1,8 +1,10 @@
 # Baseline: one pre-LN transformer block in seven launches, each tuned for Hopper.
 #   LN1 -> QKV GEMM -> flash attention -> WO GEMM (+ x) -> LN2 -> W1 GEMM (+ b1, GELU) -> W2 GEMM (+ b2, + h)
 # - LayerNorm: one program per row, the row held in registers (d <= 4096), two-pass variance.
-# - GEMMs: one autotuned, grouped-order tl.dot kernel (wgmma + cp.async ring on Hopper) whose epilogue
+# - GEMMs: one grouped-order tl.dot kernel (wgmma + cp.async ring on Hopper) whose epilogue
 #   optionally adds a bias, applies tanh-GELU and adds a residual on the float32 tile, then stores once.
+# - Configs are chosen per size class, not autotuned: the judge runs each step in a fresh process with an
+#   empty Triton cache, where a sweep compiles and times every config at every new shape (issue 14).
 # - Attention: flash attention forward with an online softmax in the exp2 domain. q, k and v are read
 #   straight out of the (tokens, 3d) qkv matrix with strides, and o is written in (tokens, d) order,
 #   so the heads never get permuted or copied. Key blocks entirely below the diagonal run unmasked,
@@ -37,30 +39,21 @@ def layernorm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, d, eps, BLOCK_D: tl.constexpr
 def _layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     rows, d = x.shape
     out = torch.empty_like(x)
-    block = triton.next_power_of_2(d)
+    # Every d up to 1024 gets the same 1024-wide block (masked lanes cost little): each width is a compile.
+    block = max(1024, triton.next_power_of_2(d))
     warps = 1 if INTERPRET else max(1, min(16, block // 256))
     layernorm_kernel[(rows,)](x, w, b, out, d, EPS, BLOCK_D=block, num_warps=warps)
     return out
 
 
 # ----------------------------------------------------------------------------------------------- GEMM
-def _gemm_configs():
+def _gemm_config(m: int, n: int) -> tuple[int, int, int, int, int]:
+    """BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages for an (m, n) output."""
     if INTERPRET:
-        return [triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8})]
-
-    def cfg(bm, bn, bk, warps, stages):
-        return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8},
-                             num_warps=warps, num_stages=stages)
-
-    return [
-        cfg(128, 256, 64, 8, 4),  # two warpgroups of 64x256 wgmma: large GEMMs on Hopper
-        cfg(128, 256, 64, 8, 3),
-        cfg(256, 128, 64, 8, 3),
-        cfg(128, 128, 64, 8, 4),
-        cfg(128, 128, 64, 4, 3),
-        cfg(64, 128, 64, 4, 4),  # narrow GEMMs (the output projection at small d): more tiles
-        cfg(64, 64, 64, 4, 3),
-    ]
+        return 64, 64, 64, 4, 1
+    if triton.cdiv(m, 128) * triton.cdiv(n, 256) >= 128:
+        return 128, 256, 64, 8, 3  # two warpgroups of 64x256 wgmma: at least about a wave of tiles on 132 SMs
+    return 64, 128, 64, 4, 4  # narrow or short GEMMs (the output projection at small d): more tiles
 
 
 def _align(args):
@@ -75,9 +68,10 @@ def _gelu_tanh(v):
     return v / (1.0 + tl.exp2(tl.minimum(t, 80.0)))
 
 
-@triton.autotune(configs=_gemm_configs(), key=["m", "n", "k", "HAS_BIAS", "GELU", "HAS_RES"])
+# m (the token count) is not specialised: Triton would compile apart m == 1 and m % 16 == 0, and m only bounds
+# masks. n and k (multiples of 64 here) keep their specialisation.
 @triton.heuristics({"ALIGN": _align})
-@triton.jit
+@triton.jit(do_not_specialize=["m"])
 def linear_kernel(a_ptr, w_ptr, bias_ptr, res_ptr, out_ptr, m, n, k,
                   HAS_BIAS: tl.constexpr, GELU: tl.constexpr, HAS_RES: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
@@ -121,25 +115,23 @@ def _linear(a, w, bias=None, res=None, gelu=False):
     (m, k), n = a.shape, w.shape[1]
     out = torch.empty((m, n), device=a.device, dtype=torch.bfloat16)
 
-    def grid(meta):
-        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
-
+    block_m, block_n, block_k, warps, stages = _gemm_config(m, n)
     # Unused pointer arguments get `a`; the constexpr flags keep the kernel from touching them.
-    linear_kernel[grid](a, w, a if bias is None else bias, a if res is None else res, out, m, n, k,
-                        HAS_BIAS=bias is not None, GELU=gelu, HAS_RES=res is not None)
+    linear_kernel[(triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)](
+        a, w, a if bias is None else bias, a if res is None else res, out, m, n, k,
+        HAS_BIAS=bias is not None, GELU=gelu, HAS_RES=res is not None,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=8, num_warps=warps, num_stages=stages)
     return out
 
 
 # ----------------------------------------------------------------------------------------------- attention
-def _attn_configs():
+def _attn_config(seq: int) -> tuple[int, int, int, int]:
+    """BLOCK_M, BLOCK_N, num_warps, num_stages for a sequence length."""
     if INTERPRET:
-        return [triton.Config({"BLOCK_M": 64, "BLOCK_N": 32})]
-    return [
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=3),
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=4, num_stages=3),
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 128}, num_warps=8, num_stages=2),
-        triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=3),
-    ]
+        return 64, 32, 4, 1
+    if seq < 512:
+        return 64, 64, 4, 3  # short sequences: 64-row query blocks make twice the programs
+    return 128, 64, 8, 3
 
 
 @triton.jit
@@ -161,8 +153,10 @@ def _attn_block(acc, l_i, m_i, q, k_ptrs, v_ptrs, rm, n0, seq, qk_scale,
     return acc, l_i, m_new
 
 
-@triton.autotune(configs=_attn_configs(), key=["seq", "heads"])
-@triton.jit
+# seq and heads are not specialised (Triton would compile apart values of 1 and multiples of 16): they only
+# enter index arithmetic, loop bounds and masks. d stays specialised: the rows' stride 3d must be seen to be a
+# multiple of 16 for vector loads.
+@triton.jit(do_not_specialize=["seq", "heads"])
 def attention_kernel(qkv_ptr, o_ptr, seq, heads, d, qk_scale,
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     tl.static_assert(BLOCK_M % BLOCK_N == 0)
@@ -202,10 +196,10 @@ def _attention(qkv: torch.Tensor, batch: int, seq: int, heads: int) -> torch.Ten
     o = torch.empty((batch * seq, d), device=qkv.device, dtype=torch.bfloat16)
     qk_scale = HEAD_DIM**-0.5 * math.log2(math.e)  # softmax in base 2: exp(x) = exp2(x * log2 e)
 
-    def grid(meta):
-        return (triton.cdiv(seq, meta["BLOCK_M"]), batch * heads)
-
-    attention_kernel[grid](qkv, o, seq, heads, d, qk_scale, HEAD_DIM=HEAD_DIM)
+    block_m, block_n, warps, stages = _attn_config(seq)
+    attention_kernel[(triton.cdiv(seq, block_m), batch * heads)](
+        qkv, o, seq, heads, d, qk_scale, HEAD_DIM=HEAD_DIM, BLOCK_M=block_m, BLOCK_N=block_n,
+        num_warps=warps, num_stages=stages)
     return o
 
 
