@@ -94,6 +94,7 @@ class DockerSolution(WorkerSolution):
     def __init__(self, task: Task, build: Build, device: Device, limits: dict[str, float] | None = None,
                  config: DockerConfig | None = None):
         self.limits = {**LIMITS_S, **(limits or {})}
+        self._gpu = device.mode == "gpu"
         self._worker = _take_container(device, config or DockerConfig())
         self._start(task, build, {})  # connected, so its worker is set up (the container is its protection)
 

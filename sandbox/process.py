@@ -87,6 +87,7 @@ class WorkerSolution:
         submission code runs while another rank's worker is still starting (red team round 80: one rank's code,
         seeing every GPU, could fill the next rank's memory and make its start fail, the machine's `skipped`)."""
         self.limits = {**LIMITS_S, **(limits or {})}
+        self._gpu = device.mode == "gpu"  # every GPU timing reply carries a profile (`_implausible`)
         try:
             for attempt in range(2):  # a worker that could not start is the machine's doing: another gets a try
                 self._worker = _take_worker(device, self.limits)
@@ -208,7 +209,7 @@ class WorkerSolution:
             profile = self._timing_reply("profile", (profile_seeds[:profiled],), profiled, output_specs)
         joined = timed.joined(profile)
         self._no_process_left("timing")
-        if problem := _implausible(joined, sets):  # a first timing's figures too: the judge may pay them
+        if problem := _implausible(joined, sets, self._gpu):  # a first timing's figures too: the judge may pay them
             raise Flagged({"timing_channel": message("timing_channel", problem)})
         if watch is not None and watch.found:
             raise Retime(watch.found, joined)
@@ -240,11 +241,14 @@ class WorkerSolution:
         return self._worker.call(op, args, self.limits[op])
 
 
-def _implausible(timed: TimedRuns, sets: int) -> str | None:
+def _implausible(timed: TimedRuns, sets: int, gpu: bool) -> str | None:
     """Why the worker's figures cannot be measurements (a NaN compares false with every bound the judge checks,
-    and an own share above 1 pays more than all the work), or why its `sets` input sets cannot all be rechecked
-    (the judge rechecks the outputs the reply holds, so a reply without them would skip it: each profiled set and
-    at least one timed set must be there, `protocol.timed_reply_sets`), or None."""
+    and an own share above 1 pays more than all the work; on a GPU, no profile, which the harness always takes
+    there: a reply without one skipped every check of the profile), or why its `sets` input sets cannot all be
+    rechecked (the judge rechecks the outputs the reply holds, so a reply without them would skip it: each profiled
+    set and at least one timed set must be there, `protocol.timed_reply_sets`), or None."""
+    if gpu and timed.profile is None:
+        return "the worker sent no profile of its timed calls"
     expected, profiled = timed_reply_sets(sets), timed.outputs[sets:]
     if not (len(timed.outputs) == expected and any(o is not None for o in timed.outputs[:sets])
             and all(o is not None for o in profiled)):

@@ -514,10 +514,10 @@ def test_figures_a_worker_cannot_have_measured_are_refused(field, value):
     stats = TimeStats(median_ms=0.5, mean_ms=0.5, min_ms=0.4, max_ms=0.6, iqr_ms=0.01, runs=10)
     profile = ProfileStats(calls=3, kernel_ms=0.5, busy_ms=0.5, launches_per_call=1, streams=1, own_share=1.0)
     ran = [(torch.zeros(1),)] * 2  # one set as the timed calls left it, then as the profiled call did
-    assert _implausible(TimedRuns(stats, profile, ran), 1) is None
+    assert _implausible(TimedRuns(stats, profile, ran), 1, gpu=True) is None
     target = stats if field in TimeStats.model_fields else profile
     setattr(target, field, value)
-    problem = _implausible(TimedRuns(stats, profile, ran), 1)
+    problem = _implausible(TimedRuns(stats, profile, ran), 1, gpu=True)
     assert field in problem or "own share" in problem or "timed runs" in problem
 
 
@@ -529,7 +529,22 @@ def test_a_timing_reply_that_skips_the_recheck_is_refused(outputs):
     from kerneldojo.sandbox.protocol import TimedRuns
 
     stats = TimeStats(median_ms=0.5, mean_ms=0.5, min_ms=0.4, max_ms=0.6, iqr_ms=0.01, runs=10)
-    assert "input sets" in _implausible(TimedRuns(stats, None, outputs), 1)
+    assert "input sets" in _implausible(TimedRuns(stats, None, outputs), 1, gpu=False)
+
+
+def test_a_gpu_timing_reply_without_a_profile_is_refused():
+    """A GPU timing reply with no profile skipped every check of it (`vendor_kernel`, `torch_kernel`, `decoy_kernel`,
+    `no_kernel`, `unsynchronized_stream`): the harness profiles every GPU timing, so only a forged reply has none."""
+    from kerneldojo.result import ProfileStats, TimeStats
+    from kerneldojo.sandbox.process import _implausible
+    from kerneldojo.sandbox.protocol import TimedRuns
+
+    stats = TimeStats(median_ms=0.5, mean_ms=0.5, min_ms=0.4, max_ms=0.6, iqr_ms=0.01, runs=10)
+    ran = [(torch.zeros(1),)] * 2
+    assert "no profile" in _implausible(TimedRuns(stats, None, ran), 1, gpu=True)
+    assert _implausible(TimedRuns(stats, None, ran), 1, gpu=False) is None  # CPU mode has no profiler
+    profile = ProfileStats(calls=1, kernel_ms=0.5, busy_ms=0.5, launches_per_call=1, streams=1, own_share=1.0)
+    assert _implausible(TimedRuns(stats, profile, ran), 1, gpu=True) is None
 
 
 def test_the_evidence_checks_the_time_the_speedup_pays(monkeypatch):

@@ -664,7 +664,7 @@ def test_a_process_during_the_timing_requests(monkeypatch, worker_cgroup, timing
     solution = object.__new__(WorkerSolution)
     stopped = []
     solution._worker = type("Worker", (), {"cgroup": cgroup, "stop": lambda self: stopped.append(True)})()
-    solution._processes, solution._shapes_timed = cgroup.processes(), set()
+    solution._processes, solution._shapes_timed, solution._gpu = cgroup.processes(), set(), False
     shape, helpers = {"n": 1}, []
 
     def request(self, op, *args):
@@ -679,7 +679,7 @@ def test_a_process_during_the_timing_requests(monkeypatch, worker_cgroup, timing
 
     reply = type("Reply", (), {"joined": lambda self, other: self})()
     monkeypatch.setattr(WorkerSolution, "_timing_reply", request)
-    monkeypatch.setattr(process, "_implausible", lambda timed, sets: None)
+    monkeypatch.setattr(process, "_implausible", lambda timed, sets, gpu: None)
     if timing == "second":
         solution._shapes_timed.add(tuple(sorted(shape.items())))
     expected = Retime if timing == "first, gone by the end" else Flagged
