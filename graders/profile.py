@@ -70,15 +70,19 @@ def library_kernel(name: str) -> bool:
 
 # The kernels torch launches for the default allowlist's operators that write elements (`tasks.spec`; views,
 # allocation and record_stream launch none, `.item()` is a copy), by the operators that launch them: fills, copies
-# and casts, arange. Only torch's, in its namespaces as CUPTI and ncu spell them (ncu drops `native::`; arange's
-# kernel is in an anonymous namespace): a kernel of the submission's is its own whatever its name.
+# and casts, arange. Each is named by what launches it, as a whole word: FillFunctor, the copy and cast functions
+# of Copy.cu (their lambdas carry the function's name) and its fp8 conversion functors, arange's function. Only
+# in torch's namespaces, as CUPTI and ncu spell them (ncu drops `native::`; arange's kernel is in an anonymous
+# namespace): a kernel of the submission's is its own whatever its name. Red team round 87: `.*fill_kernel` also
+# matched `masked_fill_kernel` and `index_fill_kernel_impl`, `.*copy_kernel` matched `index_copy_kernel_impl`.
 _TORCH = r"^(void )?(at::|\(anonymous namespace\)::|<unnamed>::)"
 DEFAULT_OP_KERNELS: dict[frozenset[str], re.Pattern] = {
     frozenset({"aten.fill", "aten.zero", "aten.zeros", "aten.zeros_like", "aten.new_zeros", "aten.ones",
                "aten.ones_like", "aten.new_ones", "aten.full", "aten.full_like", "aten.new_full",
-               "aten.scalar_tensor"}): re.compile(_TORCH + r".*(FillFunctor|fill_kernel)"),
-    COPY_OPS: re.compile(_TORCH + r".*copy_kernel"),
-    frozenset({"aten.arange"}): re.compile(_TORCH + r".*arange"),
+               "aten.scalar_tensor"}): re.compile(_TORCH + r".*\bFillFunctor\b"),
+    COPY_OPS: re.compile(_TORCH + r".*(\b(direct|float16|bfloat16|float8\w*)_copy_kernel_cuda\b"
+                         r"|\bConvert\w*Float8\w*Op\b)"),
+    frozenset({"aten.arange"}): re.compile(_TORCH + r".*\barange_cuda_out\b"),
 }
 
 
@@ -173,6 +177,11 @@ def is_copy(name: str) -> bool:
     return name.startswith(("Memcpy", "Memset"))
 
 
+def is_host_copy(name: str) -> bool:
+    """A copy between the GPU and the host (`Memcpy HtoD (Pageable -> Device)`, `Memcpy DtoH ...`)."""
+    return name.startswith("Memcpy") and bool(re.search(r"\b(HtoD|DtoH)\b", name))
+
+
 def foreign(name: str) -> bool:
     """A kernel that is torch's or a vendor library's by its full name, whatever base name it shares with one of
     the submission's (a submission's kernel named `vectorized_elementwise_kernel` does not make torch's its own)."""
@@ -196,6 +205,9 @@ def kernel_base_name(name: str) -> str:
             outside.append(ch)
     words = "".join(outside).split()
     return words[-1].rsplit("::", 1)[-1] if words else ""
+
+
+MAX_OTHER_RECORDS = 52  # records of kernels not the submission's beyond the largest 12: a reply stays small
 
 
 def summarize_profile(activity: list[KernelInterval], calls: int, own_kernels: OwnKernels) -> ProfileStats:
@@ -223,10 +235,15 @@ def summarize_profile(activity: list[KernelInterval], calls: int, own_kernels: O
     # (red team round 85: a one-block spin on side streams beside Inductor's kernels made 89 % of a summed share, none
     # of the time).
     own_ms = busy_ms - _union_ms([k for k in activity if not own(k)])
+    host_copy_ms = sum((k.end_ns - k.start_ns) / 1e6 for k in activity if is_host_copy(k.name))
+    # The largest kernels by time, and every other one that is not the submission's, for the judge's name rules
+    # (red team round 87: a torch kernel below twelve own ones was in no list the worker's profile checked).
+    others = [r for r in records[12:] if not r.own and not is_copy(r.name)][:MAX_OTHER_RECORDS]
     return ProfileStats(
         calls=calls, kernel_ms=kernel_ms / calls, busy_ms=busy_ms / calls,
         launches_per_call=len(kernels) / calls, streams=len({k.stream for k in activity}),
-        own_share=own_ms / busy_ms if kernel_ms > 0 and busy_ms > 0 else None, kernels=records[:12],
+        own_share=own_ms / busy_ms if kernel_ms > 0 and busy_ms > 0 else None, kernels=records[:12] + others,
+        host_copy_ms=host_copy_ms / calls,
     )  # fmt: skip
 
 

@@ -116,6 +116,11 @@ FLOOR_SLACK = 0.5
 # The profile's busy time per call (no L2 flush, so if anything shorter) over the event median beyond
 # this means work ran outside the timed stream's window: a side stream left unjoined.
 UNSYNCED_SLACK = 1.25
+# Copies between the GPU and the host above this share of a call's paid time (beyond a slack for a few small ones:
+# an `.item()`, a table uploaded) mean its data went through the host, where work escapes every kernel check (red
+# team round 87: the answer computed in numpy beside an own padding kernel, 10 % of the copies' time, met the decoy
+# share; ncu records no copy). A cheat that pads past the share pays four times its data's PCIe time.
+HOST_COPY_SHARE, HOST_COPY_SLACK_MS = 0.25, 0.02
 # A run's time limit, per device mode: max(floor s, multiplier × the reference's slowest call at the checked
 # shapes). On a GPU 50× eager is far beyond any honest kernel. In CPU mode Triton runs in its interpreter,
 # which executes every program instance in Python, orders of magnitude slower than torch's CPU reference,
@@ -947,6 +952,10 @@ def _check_timing(task: Task, timing: CaseTiming, sheet_floor_ms: float | None) 
         detail = (f"{timing.case}: the GPU was busy {profile.busy_ms * 1e3:.1f} µs per call, the timed stream "
                   f"{timing.submission.median_ms * 1e3:.1f} µs")
         fired["unsynchronized_stream"] = message("unsynchronized_stream", detail)
+    if profile and profile.host_copy_ms > HOST_COPY_SHARE * timing.scored_ms + HOST_COPY_SLACK_MS:
+        detail = (f"{timing.case}: {profile.host_copy_ms * 1e3:.1f} µs of each {timing.scored_ms * 1e3:.1f} µs call "
+                  "went in copies between the GPU and the host")
+        fired["host_copy"] = message("host_copy", detail)
     if profile:
         vendor = [k.name[:60] for k in profile.kernels if k.vendor]
         if vendor and not LIBRARY_OPS & task.allowed_ops:

@@ -84,7 +84,9 @@ class ProfileStats(BaseModel):
     streams: int
     own_share: float | None = Field(description="share of device time (kernels, copies, memsets) in kernels the "
                                     "submission compiled; None with no kernel at all")
-    kernels: list[KernelRecord] = Field([], description="the largest kernels by time")
+    kernels: list[KernelRecord] = Field([], description="the largest kernels by time, then the others not the "
+                                        "submission's")
+    host_copy_ms: float = Field(0.0, description="time per call in copies between the GPU and the host")
 
 
 class GPUState(BaseModel):

@@ -203,5 +203,5 @@ def every_rank(profiles: list[ProfileStats | None]) -> ProfileStats | None:
         calls=min(p.calls for p in profiles), kernel_ms=max(p.kernel_ms for p in profiles),
         busy_ms=max(p.busy_ms for p in profiles), launches_per_call=max(p.launches_per_call for p in profiles),
         streams=max(p.streams for p in profiles), own_share=None if None in shares else min(shares),
-        kernels=[k for p in profiles for k in p.kernels],
+        kernels=[k for p in profiles for k in p.kernels], host_copy_ms=max(p.host_copy_ms for p in profiles),
     )  # fmt: skip

@@ -457,8 +457,12 @@ def _extensions_built_here() -> list[str]:
     running no code of the submission's: modules of exactly the module type, `__file__` an exact str from the
     module's dict (red team round 21: a module whose `__file__` was a property ran after the profile and rewrote
     the figures in `time`'s frame); a `sys.modules` replaced by another type lists none."""
-    installed = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix, *(p for p in sys.path if "-packages" in p)})
+    installed = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                                               *(p for p in sys.path if "-packages" in p))})
     modules = list(dict.values(sys.modules)) if type(sys.modules) is dict else []
     files = (dict.get(m.__dict__, "__file__") for m in modules if type(m) is types.ModuleType)
-    return sorted({f for f in files if type(f) is str and f.endswith(".so") and not f.startswith(installed)})
+    # Resolved before the prefix test (red team round 87: `//usr/...` or `/proc/self/root/...` named torch's own
+    # library as one built here, and cuobjdump listed torch's kernels as the submission's).
+    found = {os.path.realpath(f) for f in files if type(f) is str and f.endswith(".so")}
+    return sorted(f for f in found if not f.startswith(installed))
 

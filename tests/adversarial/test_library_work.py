@@ -133,3 +133,56 @@ def test_every_default_operators_kernel_on_the_gpu_is_explained():
     names = {k.name for k in kernels}
     assert names, "the profile saw no kernel"
     assert [n for n in names if unexplained_kernel(n, DEFAULT_ALLOWED_OPS)] == []
+
+
+# Red team round 87: the default operators' kernels by whole names (`.*fill_kernel` matched masked_fill's), copies to
+# and from the host as a share of the paid time (the answer computed in numpy beside an own padding kernel), every
+# kernel not the submission's in the worker's profile (not only the largest twelve), and a planted module's path
+# resolved before it is told from the installation's.
+MASKED_FILL = ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::masked_fill_kernel"
+               "(at::TensorIterator&, c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda(float, bool)#1}, "
+               "std::array<char*, 3ul> >(int, float)")
+INDEX_COPY = "void at::native::index_elementwise_kernel<128, 4, at::native::index_copy_kernel_impl<float>(int)>(long)"
+INDEX_FILL = "void at::index_elementwise_kernel<128, 4, at::native::index_fill_kernel_impl<float>(float)>(long)"
+
+
+@pytest.mark.parametrize("name", [MASKED_FILL, INDEX_COPY, INDEX_FILL])
+def test_a_kernel_named_beside_a_default_operators_is_not_one(name):
+    assert unexplained_kernel(name, DEFAULT_ALLOWED_OPS)
+    with pytest.raises(Flagged, match="torch_kernel"):
+        _timed("relu", [(name, 900_000), ("relu_kernel", 100_000)], {"relu_kernel"})
+
+
+def test_the_answer_computed_on_the_host_beside_a_padding_kernel_is_host_copy():
+    host = [("Memcpy DtoH (Device -> Pageable)", 450_000), ("pad", 110_000), ("Memcpy HtoD (Pageable -> Device)",
+                                                                            450_000)]
+    with pytest.raises(Flagged) as flagged:
+        _timed("softmax", host, {"pad"})
+    assert set(flagged.value.checks) == {"host_copy"}  # the pad met the decoy share: 11 % of the busy time
+    # an honest kernel that reads one value back (`.item()`) or uploads a small table
+    _timed("row_sum", [("partial_sums", 150_000), ("Memcpy DtoH (Device -> Pinned)", 2_000), ("finish", 50_000),
+                       ("Memcpy HtoD (Pageable -> Device)", 3_000)], {"partial_sums", "finish"})
+
+
+def test_a_torch_kernel_below_twelve_own_ones_is_still_checked():
+    own = [(f"own_{i}", 100_000) for i in range(13)]
+    with pytest.raises(Flagged, match="torch_kernel"):
+        _timed("rmsnorm", [*own, (RMS_NORM, 50_000)], {name for name, _ in own})
+
+
+def test_a_planted_modules_path_is_resolved_before_it_is_told_from_the_installations(monkeypatch):
+    import os
+    import sys
+    import types
+
+    from kerneldojo.sandbox.worker.harness import _extensions_built_here
+
+    installed = os.path.realpath(sys.prefix)
+    for spelling in ("/" + installed + "/lib/planted.so", installed + "/./lib/planted.so",
+                     installed + "/lib/../lib/planted.so"):
+        module = types.ModuleType("planted")
+        module.__file__ = spelling
+        monkeypatch.setitem(sys.modules, "planted", module)
+        assert _extensions_built_here() == [], spelling
+    module.__file__ = "/tmp/scratch/ext/built_here.so"
+    assert _extensions_built_here() == ["/tmp/scratch/ext/built_here.so"]
