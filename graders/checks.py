@@ -21,8 +21,8 @@ MESSAGES = {
     "no_kernel": "no kernel ran in the timed calls ({detail}): the work was done on the host or not at all; "
                  "do it in your own kernel",
     "decoy_kernel": "{detail} of the GPU time was spent in kernels the submission did not compile",
-    "host_copy": "{detail}; the work went through the host, where no kernel of yours did it: keep the data on the "
-                 "GPU",
+    "host_copy": "{detail}: the data went through the host, where no kernel of yours did the work; keep it on "
+                 "the GPU",
     "torch_kernel": "kernels of PyTorch or a library ran that no operator this task allows launches ({detail}); "
                     "do the work in your own kernel",
     "unsynchronized_stream": "{detail}: work on another stream was not joined to the caller's stream before "

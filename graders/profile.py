@@ -178,8 +178,9 @@ def is_copy(name: str) -> bool:
 
 
 def is_host_copy(name: str) -> bool:
-    """A copy between the GPU and the host (`Memcpy HtoD (Pageable -> Device)`, `Memcpy DtoH ...`)."""
-    return name.startswith("Memcpy") and bool(re.search(r"\b(HtoD|DtoH)\b", name))
+    """A copy that touches the host: `Memcpy HtoD (Pageable -> Device)`, `DtoH`, to and from CUDA arrays (`HtoA`,
+    `AtoH`) and `HtoH` (red team round 88). Not `PtoP`: a collective's peers copy GPU to GPU."""
+    return name.startswith("Memcpy") and bool(re.search(r"\b(HtoD|DtoH|HtoA|AtoH|HtoH)\b", name))
 
 
 def foreign(name: str) -> bool:

@@ -116,11 +116,13 @@ FLOOR_SLACK = 0.5
 # The profile's busy time per call (no L2 flush, so if anything shorter) over the event median beyond
 # this means work ran outside the timed stream's window: a side stream left unjoined.
 UNSYNCED_SLACK = 1.25
-# Copies between the GPU and the host above this share of a call's paid time (beyond a slack for a few small ones:
-# an `.item()`, a table uploaded) mean its data went through the host, where work escapes every kernel check (red
-# team round 87: the answer computed in numpy beside an own padding kernel, 10 % of the copies' time, met the decoy
-# share; ncu records no copy). A cheat that pads past the share pays four times its data's PCIe time.
-HOST_COPY_SHARE, HOST_COPY_SLACK_MS = 0.25, 0.02
+# Copies between the GPU and the host longer than moving this share of a call's data (its inputs and outputs) over
+# the fastest host link there is (NVLink-C2C, 900 GB/s), beyond a slack for a few small ones (an `.item()`, a table
+# uploaded), mean its data went through the host, where work escapes every kernel check. Red team round 87: the
+# answer computed in numpy beside an own padding kernel (10 % of the copies' time) met the decoy share, and ncu
+# records no copy; round 88: a bound relative to the paid time was met by sleeping (the default reward pays any
+# correct answer slower than 0.5x the same), so the bound is the data's, which neither padding nor sleep moves.
+HOST_COPY_SHARE, HOST_LINK_GB_S, HOST_COPY_SLACK_MS = 0.25, 900.0, 0.02
 # A run's time limit, per device mode: max(floor s, multiplier × the reference's slowest call at the checked
 # shapes). On a GPU 50× eager is far beyond any honest kernel. In CPU mode Triton runs in its interpreter,
 # which executes every program instance in Python, orders of magnitude slower than torch's CPU reference,
@@ -684,7 +686,7 @@ class Judge:
                 floor_ms=floor_ms(flops, moved, case.dtype, peaks), gpu_before=before, gpu_after=after,
             )  # fmt: skip
             result.timings.append(timing)
-            _check_timing(task, timing, floor_ms(flops, moved, case.dtype, sheet))
+            _check_timing(task, timing, floor_ms(flops, moved, case.dtype, sheet), set_bytes)
             del inputs, template, timed, draws
         result.timed = True
         result.speedup = _geomean([t.speedup for t in result.timings])
@@ -941,8 +943,9 @@ def _differ_visibly(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype, atol: 
     return bool(((a != b) & ((a.abs() > atol) | (b.abs() > atol)) & resolved).any())
 
 
-def _check_timing(task: Task, timing: CaseTiming, sheet_floor_ms: float | None) -> None:
-    """The judge's checks on one case's timing: physical floor, vendor kernels, who did the work."""
+def _check_timing(task: Task, timing: CaseTiming, sheet_floor_ms: float | None, data_bytes: int = 0) -> None:
+    """The judge's checks on one case's timing: physical floor, vendor kernels, who did the work. `data_bytes`: one
+    call's inputs and outputs (the host-copy bound's measure)."""
     fired = {}
     if sheet_floor_ms and timing.scored_ms < FLOOR_SLACK * sheet_floor_ms:
         detail = f"{timing.case}: {timing.scored_ms * 1e3:.2f} µs against a floor of {sheet_floor_ms * 1e3:.2f} µs"
@@ -952,9 +955,9 @@ def _check_timing(task: Task, timing: CaseTiming, sheet_floor_ms: float | None) 
         detail = (f"{timing.case}: the GPU was busy {profile.busy_ms * 1e3:.1f} µs per call, the timed stream "
                   f"{timing.submission.median_ms * 1e3:.1f} µs")
         fired["unsynchronized_stream"] = message("unsynchronized_stream", detail)
-    if profile and profile.host_copy_ms > HOST_COPY_SHARE * timing.scored_ms + HOST_COPY_SLACK_MS:
-        detail = (f"{timing.case}: {profile.host_copy_ms * 1e3:.1f} µs of each {timing.scored_ms * 1e3:.1f} µs call "
-                  "went in copies between the GPU and the host")
+    if profile and profile.host_copy_ms > HOST_COPY_SHARE * data_bytes / HOST_LINK_GB_S / 1e6 + HOST_COPY_SLACK_MS:
+        detail = (f"{timing.case}: {profile.host_copy_ms * 1e3:.1f} µs of each call went in copies between the GPU "
+                  f"and the host, more than moving a quarter of its {data_bytes / 1e6:.1f} MB would take")
         fired["host_copy"] = message("host_copy", detail)
     if profile:
         vendor = [k.name[:60] for k in profile.kernels if k.vendor]
