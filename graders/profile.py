@@ -13,6 +13,7 @@ import ast
 import contextlib
 import functools
 import importlib.util
+import itertools
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -335,40 +336,54 @@ def defined_triton_kernels(source: str) -> set[str]:
 
 def triton_kernel_names(source: str) -> set[str]:
     """The Triton kernels that count as the submission's: those its source defines, and those of the third-party
-    modules it imports by name (a library's kernels called as-is, e.g. Liger-Kernel's: Triton compiles them in
-    the worker as it compiles the submission's). Found by reading files, never by running them: the same set in
-    the judge and in the worker. Inductor's kernels (torch.compile) are torch's, never the submission's."""
+    packages it imports (a library's kernels called as-is, e.g. Liger-Kernel's: Triton compiles them in the worker
+    as it compiles the submission's). Found by reading files, never by running them: the same set in the judge and
+    in the worker. Inductor's kernels (torch.compile) are torch's, never the submission's."""
     names = defined_triton_kernels(source)
-    for path in _imported_module_files(source):
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            names |= defined_triton_kernels(path.read_text())
+    for path in _imported_package_files(source):
+        names |= _file_triton_kernels(path)
     return names
 
 
-def _imported_module_files(source: str) -> list[Path]:
-    """The files of the third-party modules `source` imports by name (`import a.b`, `from a.b import c`: a/b.py,
-    a/b/__init__.py, and a/b/c.py where c is a module), located with `find_spec` on the top-level package
-    only (which runs nothing) and the package's folders."""
+# A package's files read for its Triton kernels, at most: bounds the judge's reading of whatever a source imports.
+PACKAGE_FILES_READ, PACKAGE_FILE_BYTES = 4000, 2 << 20
+
+
+@functools.cache  # installed files do not change under a running judge
+def _file_triton_kernels(path: Path) -> frozenset[str]:
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if path.stat().st_size <= PACKAGE_FILE_BYTES and "triton" in (text := path.read_text()):
+            return frozenset(defined_triton_kernels(text))
+    return frozenset()
+
+
+def _imported_package_files(source: str) -> list[Path]:
+    """Every .py file of the third-party top-level packages `source` imports (`import a.b`, `from a.b import c`: all
+    of package a), or the module's own file for a single-file module, located with `find_spec` on the top-level
+    name only (which runs nothing). The whole package, not the named module's file: a library's public imports
+    re-export kernels defined elsewhere in it (red team round 89: `from liger_kernel.ops import
+    LigerRMSNormFunction` found none of its kernels, and the honest call was flagged decoy_kernel and torch_kernel)."""
     if (tree := parse_python(source)) is None:
         return []
-    dotted: set[str] = set()
+    tops: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            dotted |= {a.name for a in node.names}
+            tops |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            dotted |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
-    files = []
-    for name in sorted(dotted):
-        top, *rest = name.split(".")
-        if top in NOT_THIRD_PARTY:
-            continue
+            tops.add(node.module.split(".")[0])
+    files: list[Path] = []
+    for top in sorted(tops - set(NOT_THIRD_PARTY)):
         try:
             spec = importlib.util.find_spec(top)
         except (ImportError, ValueError):
             continue
-        for folder in (spec.submodule_search_locations or []) if spec else []:
-            base = Path(folder).joinpath(*rest)
-            files += [f for f in (base.with_suffix(".py"), base / "__init__.py") if rest and f.is_file()]
+        if spec is None:
+            continue
+        if spec.submodule_search_locations:
+            found = (f for folder in spec.submodule_search_locations for f in sorted(Path(folder).rglob("*.py")))
+            files += list(itertools.islice(found, PACKAGE_FILES_READ))
+        elif spec.origin and spec.origin.endswith(".py"):
+            files.append(Path(spec.origin))
     return files
 
 

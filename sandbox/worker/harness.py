@@ -152,6 +152,9 @@ class Solution:
         # and its libraries are files the submission could rewrite later (red team round 12).
         self._own_names = self._own_kernel_names()
         self._built_here: dict[str, frozenset[str]] = {}  # a library load_inline built -> its kernels (cuobjdump)
+        # Where a library built at its run can be: this worker's scratch (its working folder and HOME now, before
+        # any of its code) and its private /tmp (round 89: a planted module named a CUDA toolkit's library).
+        self._writable = tuple({os.path.realpath(os.getcwd()), os.path.realpath(tempfile.gettempdir())})
         if build.language in ("triton", "python"):
             with self._tripwire:
                 self._fn = self._import_python()
@@ -343,7 +346,7 @@ class Solution:
 
     def _own_kernels(self) -> OwnKernels:
         own = OwnKernels(set(self._own_names.triton), set(self._own_names.native))
-        for library in _extensions_built_here():  # load_inline's (a KernelBench solution's), built at its run
+        for library in _extensions_built_here(self._writable):  # load_inline's (a KernelBench solution's)
             if library not in self._built_here:
                 self._built_here[library] = inspected_kernel_names(library)
             own.native |= self._built_here[library]
@@ -451,18 +454,17 @@ class Solution:
         return "\n".join([*lines, f"{type(error).__name__}: {message}"])
 
 
-def _extensions_built_here() -> list[str]:
-    """The compiled extension modules loaded from outside the Python installation: those the submission built
-    (torch's load_inline builds in this worker's scratch folder); their kernels are its own. Read as plain data,
-    running no code of the submission's: modules of exactly the module type, `__file__` an exact str from the
-    module's dict (red team round 21: a module whose `__file__` was a property ran after the profile and rewrote
-    the figures in `time`'s frame); a `sys.modules` replaced by another type lists none."""
-    installed = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
-                                                               *(p for p in sys.path if "-packages" in p))})
+def _extensions_built_here(writable: tuple[str, ...]) -> list[str]:
+    """The compiled extension modules loaded from the folders this worker can write (`writable`): those the
+    submission built (torch's load_inline builds in this worker's scratch folder); their kernels are its own. Read
+    as plain data, running no code of the submission's: modules of exactly the module type, `__file__` an exact str
+    from the module's dict (red team round 21: a module whose `__file__` was a property ran after the profile and
+    rewrote the figures in `time`'s frame); a `sys.modules` replaced by another type lists none. Paths are resolved
+    first (round 87: `//usr/...` or `/proc/self/root/...` named torch's own library as one built here); only the
+    writable folders count (round 89: excluding the installation's prefixes left the CUDA toolkit's libraries)."""
+    roots = tuple(root.rstrip(os.sep) + os.sep for root in writable)
     modules = list(dict.values(sys.modules)) if type(sys.modules) is dict else []
     files = (dict.get(m.__dict__, "__file__") for m in modules if type(m) is types.ModuleType)
-    # Resolved before the prefix test (red team round 87: `//usr/...` or `/proc/self/root/...` named torch's own
-    # library as one built here, and cuobjdump listed torch's kernels as the submission's).
     found = {os.path.realpath(f) for f in files if type(f) is str and f.endswith(".so")}
-    return sorted(f for f in found if not f.startswith(installed))
+    return sorted(f for f in found if f.startswith(roots))
 

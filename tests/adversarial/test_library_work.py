@@ -180,19 +180,43 @@ def test_a_torch_kernel_below_twelve_own_ones_is_still_checked():
         _timed("rmsnorm", [*own, (RMS_NORM, 50_000)], {name for name, _ in own})
 
 
-def test_a_planted_modules_path_is_resolved_before_it_is_told_from_the_installations(monkeypatch):
+def test_a_planted_modules_path_is_resolved_and_must_be_in_a_folder_the_worker_writes(monkeypatch, tmp_path):
     import os
     import sys
     import types
 
     from kerneldojo.sandbox.worker.harness import _extensions_built_here
 
-    installed = os.path.realpath(sys.prefix)
+    installed, scratch = os.path.realpath(sys.prefix), os.path.realpath(tmp_path)
     for spelling in ("/" + installed + "/lib/planted.so", installed + "/./lib/planted.so",
-                     installed + "/lib/../lib/planted.so"):
+                     installed + "/lib/../lib/planted.so", "/usr/local/cuda/lib64/libnpps.so",
+                     scratch + "/../elsewhere/x.so", scratch + "_sibling/x.so"):
         module = types.ModuleType("planted")
         module.__file__ = spelling
         monkeypatch.setitem(sys.modules, "planted", module)
-        assert _extensions_built_here() == [], spelling
-    module.__file__ = "/tmp/scratch/ext/built_here.so"
-    assert _extensions_built_here() == ["/tmp/scratch/ext/built_here.so"]
+        assert _extensions_built_here((scratch,)) == [], spelling
+    module.__file__ = scratch + "/ext/built_here.so"
+    assert _extensions_built_here((scratch,)) == [scratch + "/ext/built_here.so"]
+
+
+def test_a_third_party_librarys_kernels_are_its_own_through_its_public_imports(tmp_path, monkeypatch):
+    """Red team round 89: only the file an import names was read, so Liger-Kernel's kernels imported the way its
+    documentation says (`from liger_kernel.ops import LigerRMSNormFunction`, re-exported from its own modules) were
+    not the submission's, and an honest call was flagged `decoy_kernel` and `torch_kernel`."""
+    import sys
+
+    from kerneldojo.graders.profile import triton_kernel_names
+
+    pytest.importorskip("liger_kernel")
+    direct = triton_kernel_names("from liger_kernel.ops.rms_norm import rms_norm_forward\n")
+    assert "_rms_norm_forward_kernel" in direct
+    for source in ("from liger_kernel.ops import LigerRMSNormFunction\n", "import liger_kernel\n",
+                   "from liger_kernel.transformers.functional import liger_rms_norm\n"):
+        assert direct <= triton_kernel_names(source), source
+    # a package's __init__ and a single-file module, neither named by the import's dotted path
+    (tmp_path / "tlib").mkdir()
+    (tmp_path / "tlib" / "__init__.py").write_text("import triton\n\n\n@triton.jit\ndef init_kernel(x):\n    pass\n")
+    (tmp_path / "single.py").write_text("import triton\n\n\n@triton.jit\ndef single_kernel(x):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("tlib", None)
+    assert triton_kernel_names("import tlib\nimport single\n") >= {"init_kernel", "single_kernel"}
