@@ -15,6 +15,7 @@ import functools
 import importlib.util
 import itertools
 import re
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -48,8 +49,10 @@ FOREIGN_NAMESPACES = ("at::", "at_cuda_detail::", "c10::", "cub::", "thrust::", 
 # library's, whatever its base name: cuBLAS's `axpy_kernel_val<float, float>(cublasAxpyParamsVal<...>)` counted as a
 # submission's that defined an unlaunched `axpy_kernel_val` (red team round 28). Torch's types (at::, c10::) are
 # not here: an honest load_inline kernel takes `at::PackedTensorAccessor32` or is templated on `c10::Half`; nor is
-# cuRAND's: an honest kernel may take a `curandState*`.
-VENDOR_TYPE = re.compile(r"\b(cublas|cudnn|cufft|cusparse|cusolver|nccl)", re.I)
+# cuRAND's: an honest kernel may take a `curandState*`. cuBLAS's CUTLASS kernels are `cutlass::Kernel2<cutlass_80_
+# simt_sgemm_...>`, base name `Kernel2`, which an honest CUTLASS submission's own entry may share: their generated
+# configuration names (`cutlass_<arch>_...`) make them a library's (red team round 90).
+VENDOR_TYPE = re.compile(r"\b(cublas|cudnn|cufft|cusparse|cusolver|nccl)|\bcutlass_\d+_", re.I)
 # Inductor's generated Triton kernels (pointwise, reduction, persistent, template, foreach, split scan): torch's
 # work, which a submission could call past the operator watch through a graph it compiled (red team round 14).
 # Its names can be prefixed (`aot_inductor.model_name_for_generated_files`) or all be `triton_`
@@ -359,10 +362,10 @@ def _file_triton_kernels(path: Path) -> frozenset[str]:
 
 def _imported_package_files(source: str) -> list[Path]:
     """Every .py file of the third-party top-level packages `source` imports (`import a.b`, `from a.b import c`: all
-    of package a), or the module's own file for a single-file module, located with `find_spec` on the top-level
-    name only (which runs nothing). The whole package, not the named module's file: a library's public imports
-    re-export kernels defined elsewhere in it (red team round 89: `from liger_kernel.ops import
-    LigerRMSNormFunction` found none of its kernels, and the honest call was flagged decoy_kernel and torch_kernel)."""
+    of package a), or the module's own file for a single-file module. The whole package, not the named module's
+    file: a library's public imports re-export kernels defined elsewhere in it (red team round 89: `from
+    liger_kernel.ops import LigerRMSNormFunction` found none of its kernels, and the honest call was flagged
+    decoy_kernel and torch_kernel)."""
     if (tree := parse_python(source)) is None:
         return []
     tops: set[str] = set()
@@ -371,20 +374,24 @@ def _imported_package_files(source: str) -> list[Path]:
             tops |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             tops.add(node.module.split(".")[0])
-    files: list[Path] = []
-    for top in sorted(tops - set(NOT_THIRD_PARTY)):
-        try:
-            spec = importlib.util.find_spec(top)
-        except (ImportError, ValueError):
-            continue
-        if spec is None:
-            continue
-        if spec.submodule_search_locations:
-            found = (f for folder in spec.submodule_search_locations for f in sorted(Path(folder).rglob("*.py")))
-            files += list(itertools.islice(found, PACKAGE_FILES_READ))
-        elif spec.origin and spec.origin.endswith(".py"):
-            files.append(Path(spec.origin))
-    return files
+    skipped = set(NOT_THIRD_PARTY) | set(getattr(sys, "stdlib_module_names", ()))
+    return [f for top in sorted(tops - skipped) for f in _package_files(top)]
+
+
+@functools.cache  # per process: a step's imports cost a walk once (red team round 90: every step walked them all)
+def _package_files(top: str) -> tuple[Path, ...]:
+    """A top-level package's .py files, at most PACKAGE_FILES_READ of them (the walk stops there), located with
+    `find_spec` on the top-level name only (which runs nothing)."""
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return ()
+    if spec is None:
+        return ()
+    if spec.submodule_search_locations:
+        walk = (f for folder in spec.submodule_search_locations for f in Path(folder).rglob("*.py"))
+        return tuple(itertools.islice(walk, PACKAGE_FILES_READ))
+    return (Path(spec.origin),) if spec.origin and spec.origin.endswith(".py") else ()
 
 
 # Beside each library the judge built: its kernels, one name per line (`graders.compile` writes it), or a line

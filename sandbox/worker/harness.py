@@ -153,8 +153,10 @@ class Solution:
         self._own_names = self._own_kernel_names()
         self._built_here: dict[str, frozenset[str]] = {}  # a library load_inline built -> its kernels (cuobjdump)
         # Where a library built at its run can be: this worker's scratch (its working folder and HOME now, before
-        # any of its code) and its private /tmp (round 89: a planted module named a CUDA toolkit's library).
-        self._writable = tuple({os.path.realpath(os.getcwd()), os.path.realpath(tempfile.gettempdir())})
+        # any of its code) and the temporary folders it may write (round 89: a planted module named a CUDA
+        # toolkit's library; round 90: an honest load_inline built in /var/tmp was not its own).
+        self._writable = tuple({os.path.realpath(p) for p in (os.getcwd(), tempfile.gettempdir(), "/tmp", "/var/tmp",
+                                                               "/dev/shm")})
         if build.language in ("triton", "python"):
             with self._tripwire:
                 self._fn = self._import_python()

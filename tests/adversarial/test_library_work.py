@@ -220,3 +220,34 @@ def test_a_third_party_librarys_kernels_are_its_own_through_its_public_imports(t
     monkeypatch.syspath_prepend(str(tmp_path))
     sys.modules.pop("tlib", None)
     assert triton_kernel_names("import tlib\nimport single\n") >= {"init_kernel", "single_kernel"}
+
+
+def test_cublas_cutlass_kernels_are_a_librarys_whatever_stub_shares_their_base_name():
+    """Red team round 90: cuBLAS's CUTLASS GEMMs are `cutlass::Kernel2<cutlass_80_...>`, base name `Kernel2`; an
+    unlaunched own `Kernel2` made them the submission's (no vendor_kernel, no decoy). An honest CuTe kernel's
+    `cutlass::device_kernel<...>` stays its own."""
+    cublas = ("void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>"
+              "(cutlass_80_simt_sgemm_256x128_8x4_nn_align1::Params)")
+    assert cublas not in OwnKernels(native={"Kernel2"}) and library_kernel(cublas)
+    honest = "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int>>>(Params)"
+    assert honest in OwnKernels(native={"device_kernel"})
+
+
+def test_an_honest_load_inline_in_var_tmp_is_the_workers_own_and_package_walks_are_bounded(monkeypatch, tmp_path):
+    import os
+
+    from kerneldojo.graders import profile
+    from kerneldojo.sandbox.device import resolve_device
+    from kerneldojo.sandbox.protocol import Build
+    from kerneldojo.sandbox.worker.harness import Solution
+
+    source = tmp_path / "submission.py"
+    source.write_text("def solution(x, y):\n    return x + y\n")
+    solution = Solution(get_task("vector_add"), Build("python", source), resolve_device("cpu"))
+    assert os.path.realpath("/var/tmp") in solution._writable
+    pytest.importorskip("liger_kernel")
+    profile._package_files.cache_clear()
+    monkeypatch.setattr(profile, "PACKAGE_FILES_READ", 3)
+    assert len(profile._package_files("liger_kernel")) == 3  # the walk stops at the bound
+    assert profile._package_files("liger_kernel") is profile._package_files("liger_kernel")  # walked once
+    profile._package_files.cache_clear()
