@@ -149,12 +149,14 @@ def test_a_change_the_output_dtype_cannot_show_is_not_the_same_output():
     """sum_all's honest baseline at n=10^8 on an H200: the perturbed check moved the float32 sum near 5.6e7 (a unit
     in the last place of 4) by less than a few units, and the honest answer stayed bit for bit the same."""
     answer = (torch.tensor(5.6e7),)
-    _check_same_output([(answer, answer)], answer, (torch.tensor(5.6e7 + 8),), "n=100000007", 1e-4)
+    _check_same_output([(answer, answer)], answer, (torch.tensor(5.6e7 + 8),), "n=100000007", 1e-4, ulps=4)
     with pytest.raises(Flagged, match="same_output"):  # 25 units: a kernel computing it would have moved
-        _check_same_output([(answer, answer)], answer, (torch.tensor(5.6e7 + 100),), "n=100000007", 1e-4)
+        _check_same_output([(answer, answer)], answer, (torch.tensor(5.6e7 + 100),), "n=100000007", 1e-4, ulps=4)
     integers = (torch.tensor([7]),)  # integer outputs resolve every difference
     with pytest.raises(Flagged, match="same_output"):
-        _check_same_output([(integers, integers)], integers, (torch.tensor([8]),), "bins=1", 0)
+        _check_same_output([(integers, integers)], integers, (torch.tensor([8]),), "bins=1", 0, ulps=4)
+    with pytest.raises(Flagged, match="same_output"):  # between seeds, every difference counts (a constant answer)
+        _check_same_output([(answer, answer)], answer, (torch.tensor(5.6e7 + 8),), "n=100000007", 1e-4)
 
 
 def _timing(median_ms: float, profile: ProfileStats | None = None) -> CaseTiming:

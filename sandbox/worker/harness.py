@@ -157,6 +157,10 @@ class Solution:
         # toolkit's library; round 90: an honest load_inline built in /var/tmp was not its own).
         self._writable = tuple({os.path.realpath(p) for p in (os.getcwd(), tempfile.gettempdir(), "/tmp", "/var/tmp",
                                                                "/dev/shm")})
+        # and where it cannot be: the installation and every folder on the path now (a PYTHONPATH folder under /tmp,
+        # a checkout's virtual environment as the working folder of an in-process judge)
+        self._installed = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                                                *sys.path) if p} - set(self._writable))
         if build.language in ("triton", "python"):
             with self._tripwire:
                 self._fn = self._import_python()
@@ -348,7 +352,9 @@ class Solution:
 
     def _own_kernels(self) -> OwnKernels:
         own = OwnKernels(set(self._own_names.triton), set(self._own_names.native))
-        for library in _extensions_built_here(self._writable):  # load_inline's (a KernelBench solution's)
+        if self.device.mode != "gpu":  # no profile to count them in (`_own_kernel_names`)
+            return own
+        for library in _extensions_built_here(self._writable, self._installed):  # load_inline's (KernelBench's)
             if library not in self._built_here:
                 self._built_here[library] = inspected_kernel_names(library)
             own.native |= self._built_here[library]
@@ -456,17 +462,18 @@ class Solution:
         return "\n".join([*lines, f"{type(error).__name__}: {message}"])
 
 
-def _extensions_built_here(writable: tuple[str, ...]) -> list[str]:
+def _extensions_built_here(writable: tuple[str, ...], installed: tuple[str, ...] = ()) -> list[str]:
     """The compiled extension modules loaded from the folders this worker can write (`writable`): those the
     submission built (torch's load_inline builds in this worker's scratch folder); their kernels are its own. Read
     as plain data, running no code of the submission's: modules of exactly the module type, `__file__` an exact str
     from the module's dict (red team round 21: a module whose `__file__` was a property ran after the profile and
     rewrote the figures in `time`'s frame); a `sys.modules` replaced by another type lists none. Paths are resolved
     first (round 87: `//usr/...` or `/proc/self/root/...` named torch's own library as one built here); only the
-    writable folders count (round 89: excluding the installation's prefixes left the CUDA toolkit's libraries)."""
-    roots = tuple(root.rstrip(os.sep) + os.sep for root in writable)
+    writable folders count (round 89: excluding the installation's prefixes left the CUDA toolkit's libraries),
+    less the `installed` folders within them."""
+    roots, fixed = (tuple(root.rstrip(os.sep) + os.sep for root in folders) for folders in (writable, installed))
     modules = list(dict.values(sys.modules)) if type(sys.modules) is dict else []
     files = (dict.get(m.__dict__, "__file__") for m in modules if type(m) is types.ModuleType)
     found = {os.path.realpath(f) for f in files if type(f) is str and f.endswith(".so")}
-    return sorted(f for f in found if f.startswith(roots))
+    return sorted(f for f in found if f.startswith(roots) and not f.startswith(fixed))
 

@@ -197,6 +197,7 @@ def test_a_planted_modules_path_is_resolved_and_must_be_in_a_folder_the_worker_w
         assert _extensions_built_here((scratch,)) == [], spelling
     module.__file__ = scratch + "/ext/built_here.so"
     assert _extensions_built_here((scratch,)) == [scratch + "/ext/built_here.so"]
+    assert _extensions_built_here((scratch,), (scratch + "/ext",)) == []  # a folder on the path, under scratch
 
 
 def test_a_third_party_librarys_kernels_are_its_own_through_its_public_imports(tmp_path, monkeypatch):
