@@ -23,6 +23,8 @@ MESSAGES = {
     "decoy_kernel": "{detail} of the GPU time was spent in kernels the submission did not compile",
     "host_copy": "{detail}: the data went through the host, where no kernel of yours did the work; keep it on "
                  "the GPU",
+    "host_memory": "{detail}: the data went through host memory your kernels read or wrote directly (pinned, "
+                   "mapped or zero-copy), where the host can do the work; keep inputs, outputs and scratch on the GPU",
     "torch_kernel": "kernels of PyTorch or a library ran that no operator this task allows launches ({detail}); "
                     "do the work in your own kernel",
     "unsynchronized_stream": "{detail}: work on another stream was not joined to the caller's stream before "

@@ -5,8 +5,8 @@ Everything here runs in the judge on data the submission could not write except 
 kernels of the replay and their durations (ncu's CSV), the replay's outputs as raw bytes in shapes the judge
 chose, the submission's own kernel names from its source (Triton, by `ast`) and from the judge-built library
 (CUDA/CuTe, by cuobjdump). From them: `evidence_wrong` (outputs under the profiler not the reference's),
-`no_kernel`, `vendor_kernel`, `decoy_kernel`, and `time_disagrees` (ncu's lower bound on one call's GPU work
-far above what the worker claimed).
+`no_kernel`, `vendor_kernel`, `decoy_kernel`, `host_memory` (kernels that moved the data through host memory) and
+`time_disagrees` (ncu's lower bound on one call's GPU work far above what the worker claimed).
 """
 
 from __future__ import annotations
@@ -40,6 +40,17 @@ MIN_OWN_SHARE = 0.1
 # duration can exceed its share of the event time, most for calls of many short kernels: 1.5x plus 20 µs
 # absorbs that (the GPU suite measures the ratio on the honest set), while a forged timer claims far less.
 TIME_SLACK, TIME_SLACK_MS = 1.5, 0.02
+# Kernel loads and stores that reached host memory (pinned, mapped, "zero-copy"), in 32-byte sectors, counted at L2
+# for the SMs' traffic only (not the copy engines'). No honest kernel of a task touches host memory; the answer
+# computed on the host and moved by the submission's own kernels moves at least its inputs so (red team round 88).
+# The counter is read where its name was checked against ncu's list on the chip (sm_90: H100, H200).
+HOST_MEMORY_METRIC, SECTOR_BYTES = "lts__t_sectors_srcunit_tex_aperture_sysmem.sum", 32
+HOST_MEMORY_SHARE, HOST_MEMORY_SLACK_BYTES = 1 / 16, 64 << 10
+
+
+def replay_metrics(arch: int | None) -> tuple[str, ...]:
+    """What the evidence pass asks ncu for: durations, and host-memory traffic where the counter is known."""
+    return ("gpu__time_duration.sum", *([HOST_MEMORY_METRIC] if arch is not None and arch >= 90 else []))
 
 
 def check_own_names(names: set[str]) -> None:
@@ -57,37 +68,52 @@ class Figures:
     """What ncu's record says about the replay."""
 
     launches: int
-    kernel_ms: float  # one call's GPU work, a lower bound: per kernel name the shortest launch, summed
+    kernel_ms: float  # one call's GPU work, a lower bound: per stream and kernel name the shortest launch, summed
+    # over the stream's names, the busiest stream's sum (streams may overlap: red team round 91)
     own_share: float | None  # of all kernel time in the replay, the submission's own kernels' (None: no kernel)
     vendor: list[str]
     unexplained: list[str]  # `profile.unexplained_kernel`s: torch's work that no allowed operator launches
     names: list[str]
+    host_bytes: float = 0.0  # per replayed call, every kernel's traffic to host memory (HOST_MEMORY_METRIC)
 
 
-def figures(launches: list[dict], own: OwnKernels, allowed_ops: frozenset[str] = DEFAULT_ALLOWED_OPS) -> Figures:
-    """Per kernel name the minimum launch duration, summed: robust to Triton's autotuning (one name launched with
-    several configs, the slow ones included) and to launches made once, and never above one call's work for
-    kernels that every call launches."""
-    shortest: dict[str, float] = {}
-    total, own_ms = 0.0, 0.0
+def figures(launches: list[dict], own: OwnKernels, allowed_ops: frozenset[str] = DEFAULT_ALLOWED_OPS,
+            calls: int = REPLAY_CALLS) -> Figures:
+    """Per stream and kernel name the minimum launch duration, summed over the stream, the busiest stream's sum:
+    robust to Triton's autotuning (one name launched with several configs, the slow ones included) and to launches
+    made once, never above one call's work for kernels every call launches, and never above the time of kernels
+    that overlap on several streams (ncu replays them one at a time; the event time is their union)."""
+    shortest: dict[tuple[str, str], float] = {}
+    total, own_ms, sectors = 0.0, 0.0, 0.0
     for launch in launches:
         name, ms = str(launch["Kernel Name"]), float(launch.get("gpu__time_duration.sum", 0.0))
-        shortest[name] = min(ms, shortest.get(name, math.inf))
+        key = (str(launch.get("Stream", "")), name)
+        shortest[key] = min(ms, shortest.get(key, math.inf))
         total += ms
         own_ms += ms if name in own else 0.0
-    vendor = sorted({n[:60] for n in shortest if n not in own and library_kernel(n)})
-    unexplained = sorted({n[:60] for n in shortest if n not in own and unexplained_kernel(n, allowed_ops)})
-    return Figures(len(launches), sum(shortest.values()), own_ms / total if total > 0 else None, vendor,
-                   unexplained, sorted(shortest))
+        sectors += float(launch.get(HOST_MEMORY_METRIC, 0.0))
+    per_stream: dict[str, float] = defaultdict(float)
+    for (stream, _), ms in shortest.items():
+        per_stream[stream] += ms
+    names = {name for _, name in shortest}
+    vendor = sorted({n[:60] for n in names if n not in own and library_kernel(n)})
+    unexplained = sorted({n[:60] for n in names if n not in own and unexplained_kernel(n, allowed_ops)})
+    return Figures(len(launches), max(per_stream.values(), default=0.0), own_ms / total if total > 0 else None,
+                   vendor, unexplained, sorted(names), sectors * SECTOR_BYTES / max(calls, 1))
 
 
 def decide(found: Figures, claimed_ms: float, case: str, vendor_forbidden: bool, decoy_forbidden: bool,
-           torch_forbidden: bool = True) -> dict[str, str]:  # fmt: skip
+           torch_forbidden: bool = True, data_bytes: int | None = None) -> dict[str, str]:  # fmt: skip
     """The flags ncu's record raises. `claimed_ms`: the time per call the speedup pays for this case (the larger of
     the worker's event median and its profile's busy time, `CaseTiming.scored_ms`); `vendor_forbidden`: the task
     allows no vendor library's operator; `decoy_forbidden`: the task does not allow them all (an adapted suite's
-    problem may keep torch's kernels); `torch_forbidden`: the task allows no operator beyond the defaults."""
+    problem may keep torch's kernels); `torch_forbidden`: the task allows no operator beyond the defaults;
+    `data_bytes`: one call's inputs and outputs, which bound the host-memory traffic an honest call may have."""
     fired = {}
+    if data_bytes is not None and found.host_bytes > HOST_MEMORY_SHARE * data_bytes + HOST_MEMORY_SLACK_BYTES:
+        fired["host_memory"] = message("host_memory", f"{case}: kernels moved {found.host_bytes / 1e6:.3g} MB per call "
+                                                      f"to or from host memory (Nsight Compute), against "
+                                                      f"{data_bytes / 1e6:.3g} MB of inputs and outputs")
     if not found.launches:
         fired["no_kernel"] = message("no_kernel", f"{case}, replayed under Nsight Compute")
     if found.vendor and vendor_forbidden:

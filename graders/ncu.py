@@ -94,9 +94,9 @@ class NcuReportAltered(NcuError):
 
 
 def parse_ncu_csv(text: str, strict: bool = False) -> list[dict[str, float | str]]:
-    """One dict per profiled launch, in launch order, from ncu's `--csv --page raw` output: "Kernel Name",
-    "ID" and every metric as a float in the base unit (ms for durations, bytes, %). Lines that are not
-    the table (`==PROF==` messages, the program's own output) are skipped; `==ERROR==` lines raise.
+    """One dict per profiled launch, in launch order, from ncu's `--csv --page raw` output: "Kernel Name", "ID",
+    "Stream" (where ncu writes it) and every metric as a float in the base unit (ms for durations, bytes, %). Lines
+    that are not the table (`==PROF==` messages, the program's own output) are skipped; `==ERROR==` lines raise.
 
     `strict` (the evidence pass, whose program's own output goes elsewhere): ncu prints one table, last;
     any table-like line before its header, or a launch ID seen twice, raises NcuReportAltered."""
@@ -125,6 +125,8 @@ def parse_ncu_csv(text: str, strict: bool = False) -> list[dict[str, float | str
     for row in body:
         launch: dict[str, float | str] = {"Kernel Name": row[header.index("Kernel Name")],
                                           "ID": float(row[header.index("ID")])}
+        if "Stream" in header:  # kernels of one stream run one after another; of two, possibly at once
+            launch["Stream"] = row[header.index("Stream")].strip()
         for name, cell in zip(header, row):
             if "__" in name:  # a metric column (ncu's names are unit__counter.rollup)
                 value = _number(cell)
@@ -145,7 +147,7 @@ def _check_as_ncu_prints_it(header: list[str], body: list[list[str]], launches: 
     if len({launch["ID"] for launch in launches}) != len(launches):
         raise NcuReportAltered("a launch ID appears twice")
     for launch in launches:
-        figures = [v for k, v in launch.items() if k not in ("Kernel Name", "ID")]
+        figures = [v for k, v in launch.items() if k not in ("Kernel Name", "ID", "Stream")]
         if not all(isinstance(v, float) and math.isfinite(v) and v >= 0 for v in figures):
             raise NcuReportAltered(f"launch {launch['ID']:.0f} has a figure that is not a finite number >= 0")
 

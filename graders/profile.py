@@ -51,8 +51,11 @@ FOREIGN_NAMESPACES = ("at::", "at_cuda_detail::", "c10::", "cub::", "thrust::", 
 # not here: an honest load_inline kernel takes `at::PackedTensorAccessor32` or is templated on `c10::Half`; nor is
 # cuRAND's: an honest kernel may take a `curandState*`. cuBLAS's CUTLASS kernels are `cutlass::Kernel2<cutlass_80_
 # simt_sgemm_...>`, base name `Kernel2`, which an honest CUTLASS submission's own entry may share: their generated
-# configuration names (`cutlass_<arch>_...`) make them a library's (red team round 90).
-VENDOR_TYPE = re.compile(r"\b(cublas|cudnn|cufft|cusparse|cusolver|nccl)|\bcutlass_\d+_", re.I)
+# configuration names make them a library's, in every spelling CUTLASS's generator has (`cutlass_80_...` round 90;
+# `cutlass3x_sm90_...`, `cutlass_tensorop_...`, `cutlass_simt_...`, `cutlass_wmma_...` round 91). An honest CuTe
+# kernel is named by its own types (`cutlass::gemm::kernel::GemmUniversal<...>`), never by a generated configuration.
+VENDOR_TYPE = re.compile(
+    r"\b(cublas|cudnn|cufft|cusparse|cusolver|nccl)|\bcutlass(3x)?_(\d+|sm\d+|tensorop|simt|wmma)_", re.I)
 # Inductor's generated Triton kernels (pointwise, reduction, persistent, template, foreach, split scan): torch's
 # work, which a submission could call past the operator watch through a graph it compiled (red team round 14).
 # Its names can be prefixed (`aot_inductor.model_name_for_generated_files`) or all be `triton_`

@@ -465,6 +465,7 @@ class Judge:
             sets = [tuple(t.to(self.device.torch_device) for t in task.reference.make_inputs(case.shape, seed, "cpu"))
                     for seed in seeds]
             expected = [task.expected(*inputs, shape=case.shape) for inputs in sets]
+            data_bytes = sum(t.nbytes for t in (*sets[0], *expected[0]))  # one call's: bounds its host-memory traffic
             inputs_s = time.perf_counter() - started
             reply = asked.result()
         evidence.armed = reply.get("armed") if isinstance(reply.get("armed"), bool) else None
@@ -518,9 +519,10 @@ class Judge:
         found = figures(launches, own, task.allowed_ops)
         evidence.launches, evidence.kernel_ms, evidence.own_share = found.launches, found.kernel_ms, found.own_share
         evidence.kernels = [name[:200] for name in found.names[:20]]
+        evidence.host_bytes = found.host_bytes
         return decide(found, claimed_ms, str(case), vendor_forbidden=not LIBRARY_OPS & task.allowed_ops,
                       decoy_forbidden=not task.allowed_ops >= LIBRARY_OPS,
-                      torch_forbidden=task.allowed_ops <= DEFAULT_ALLOWED_OPS)
+                      torch_forbidden=task.allowed_ops <= DEFAULT_ALLOWED_OPS, data_bytes=data_bytes)
 
     def _limits_for(self, task: Task) -> dict[str, float]:
         """The worker's limits for this task: a run's limit follows from the reference's own time (`run_limit_s`)

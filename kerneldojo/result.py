@@ -164,7 +164,9 @@ class Evidence(BaseModel):
     one_in: int = Field(1, ge=1, description="the pass ran on one step in this many, drawn at random (1: every step); "
                         "a flag it raises scores `RewardConfig.audited(one_in)`")
     launches: int = 0
-    kernel_ms: float | None = Field(None, description="ncu's lower bound on one call's GPU work (per name, shortest)")
+    kernel_ms: float | None = Field(None, description="ncu's lower bound on one call's GPU work (per stream and name "
+                                    "the shortest launch, the busiest stream's sum)")
+    host_bytes: float = Field(0.0, description="bytes per call the kernels read or wrote in host memory (ncu)")
     claimed_ms: float | None = Field(None, description="the worker's figure it was checked against")
     own_share: float | None = None
     kernels: list[str] = Field([], description="the kernel names ncu saw (at most 20)")

@@ -82,6 +82,41 @@ def test_autotuning_counts_each_name_once_at_its_shortest_launch():
     assert judged([*tuning, ("matmul_kernel", 121.0)], claimed_ms=0.001)[1].keys() == {"time_disagrees"}
 
 
+def test_kernels_overlapping_on_two_streams_are_bounded_by_the_busier_stream():
+    """Red team round 91: two honest kernels of different names on two joined streams overlap, so the event time is
+    their union; ncu replays them one at a time, and the sum of both was flagged `time_disagrees`. Kernels of one
+    stream still add up."""
+    def launches(streams):
+        rows = [f'"{i}","4242","python3.11","127.0.0.1","{name}","1","{stream}","{us * 1000:.0f}"'
+                for i, (name, stream, us) in enumerate(streams * 2)]
+        return parse_ncu_csv("\n".join([HEADER, UNITS, *rows]), strict=True)
+
+    apart = figures(launches([("add_kernel", "7", 100.0), ("matmul_kernel", "13", 100.0)]), OWN)
+    assert apart.kernel_ms == pytest.approx(0.1) and not decide(apart, 0.1, "case", True, True)
+    one = figures(launches([("add_kernel", "7", 100.0), ("matmul_kernel", "7", 100.0)]), OWN)
+    assert one.kernel_ms == pytest.approx(0.2) and "time_disagrees" in decide(one, 0.1, "case", True, True)
+
+
+def test_kernels_that_move_the_data_through_host_memory_are_flagged():
+    """Red team round 88 (the zero-copy Open item): own kernels that write the inputs to pinned host memory and read
+    the host's answer back leave no copy and no foreign kernel; ncu's count of their sectors in host memory does."""
+    from kerneldojo.graders.evidence import HOST_MEMORY_METRIC, REPLAY_CALLS, replay_metrics
+
+    data = 3 * (1 << 24) * 4  # vector_add at n = 2^24, float32: two inputs and an output
+    def replayed(sectors_per_launch: float):
+        launch = {"Kernel Name": "add_kernel", "Stream": "7", "gpu__time_duration.sum": 1.0,
+                  HOST_MEMORY_METRIC: sectors_per_launch}
+        return figures([launch] * REPLAY_CALLS, OWN)
+
+    host = replayed(data / 32)  # every byte of the call through host memory
+    assert host.host_bytes == pytest.approx(data)
+    assert "host_memory" in decide(host, 1.0, "case", True, True, data_bytes=data)
+    assert not decide(replayed(0), 1.0, "case", True, True, data_bytes=data)
+    assert not decide(replayed(100), 1.0, "case", True, True, data_bytes=data)  # a few sectors: not the data
+    assert HOST_MEMORY_METRIC in replay_metrics(90) and HOST_MEMORY_METRIC not in replay_metrics(80)
+    assert HOST_MEMORY_METRIC not in replay_metrics(None)
+
+
 def test_torch_kernels_named_like_an_own_native_kernel_are_not_own():
     own = OwnKernels(native={"vectorized_elementwise_kernel", "gemm_tn_kernel"})
     assert TORCH_FILL not in own

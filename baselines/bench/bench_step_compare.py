@@ -43,7 +43,8 @@ def main() -> None:
             print(f"{task} {language} step {len(walls)}: {walls[-1]:.2f} s, {result.status}", flush=True)
             # rewritten after every step: a run cut at its limit keeps the steps it took
             args.out.write_text(json.dumps({"kerneldojo": kerneldojo.__file__, "rows": rows, "partial": {
-                "task": task, "language": language, "walls_s": walls, "statuses": statuses}}, indent=1))
+                "task": task, "language": language, "walls_s": walls, "statuses": statuses, "phases_s": phases}},
+                indent=1))
         warm = walls[1:] or walls
         rows.append({"task": task, "language": language, "first_s": walls[0], "p50_s": statistics.median(warm),
                      "min_s": min(warm), "max_s": max(warm), "statuses": statuses, "walls_s": walls,

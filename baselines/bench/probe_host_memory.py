@@ -3,11 +3,12 @@ docs/threat-model.md): the figures a `host_memory` rule in the evidence pass wou
 
     python baselines/bench/probe_host_memory.py OUT_DIR
 
-Lists the device's metrics (`ncu --query-metrics`, written whole to OUT_DIR/ncu-metrics.txt), picks those about
-the system-memory and peer apertures and the PCIe/C2C links, then runs one program under ncu with them: a Triton
+Lists the device's metrics (`ncu --query-metrics`, written whole to OUT_DIR/ncu-metrics.txt), keeps those of the
+system-memory and peer apertures and the PCIe link it lists, then runs one program under ncu with them: a Triton
 copy kernel on device memory (the honest baseline), on a pinned host tensor read and written directly (zero-copy),
 on managed memory (cudaMallocManaged, written on the host first), and on pageable host memory (works only where
-the driver has HMM). Prints each kernel's figures, and each case's time without ncu.
+the driver has HMM). Prints each kernel's figures, and each case's time without ncu. Launches come in the
+program's order, six per case (one warm-up, five timed).
 """
 
 from __future__ import annotations
@@ -74,12 +75,12 @@ def main() -> None:
     ncu = find_ncu()
     listing = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, timeout=120).stdout
     (out / "ncu-metrics.txt").write_text(listing)
-    bases = sorted({m for m in re.findall(r"^(\S+)", listing, re.M)
-                    if re.search(r"aperture_(sysmem|peer)|^pcie__|^nvlrx__|^nvltx__|c2c", m)})
-    (out / "ncu-metrics-picked.txt").write_text("\n".join(bases))
-    # Only the unbroken-down sums: each base metric as `.sum` (ncu refuses a rollup a counter lacks, so
-    # metrics are tried one batch and then one by one).
-    wanted = ["gpu__time_duration.sum", *(f"{b}.sum" for b in bases if "__" in b)]
+    # The counters that could see a kernel's host-memory traffic (names as ncu lists them on GH100, 2026-11-28):
+    # L2 sectors in the system-memory and peer apertures (all units, the SMs' alone) and the PCIe link's bytes.
+    wanted = ["gpu__time_duration.sum", "lts__t_sectors_aperture_sysmem.sum", "lts__t_sectors_aperture_peer.sum",
+              "lts__t_sectors_srcunit_tex_aperture_sysmem.sum", "pcie__read_bytes.sum", "pcie__write_bytes.sum"]
+    known = set(re.findall(r"^(\S+)", listing, re.M))
+    wanted = [m for m in wanted if m.removesuffix(".sum") in known]
     program = Path(tempfile.mkdtemp(prefix="host-memory-probe-")) / "probe.py"
     program.write_text(PROGRAM)
     bare = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=300)
@@ -93,16 +94,12 @@ def main() -> None:
                               capture_output=True, text=True, timeout=400)
 
     done = profile(wanted)
-    if "==ERROR==" in done.stdout + done.stderr:
-        usable = [m for m in wanted if "==ERROR==" not in (lambda d: d.stdout + d.stderr)(profile([m]))]
-        print("usable metrics:", usable)
-        done = profile(usable)
     (out / "ncu-host-memory.csv").write_text(done.stdout + "\n" + done.stderr[-4000:])
     from kerneldojo.graders.ncu import parse_ncu_csv
 
+    print("header:", next((line for line in done.stdout.splitlines() if '"Kernel Name"' in line), None))
     for launch in parse_ncu_csv(done.stdout):
-        figures = {k: v for k, v in launch.items() if k not in ("Kernel Name",) and v}
-        print(json.dumps(figures))
+        print(json.dumps({k: v for k, v in launch.items() if k != "Kernel Name"}))
 
 
 if __name__ == "__main__":

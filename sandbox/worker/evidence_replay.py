@@ -95,8 +95,8 @@ def arm(device: str, prep: dict | None = None) -> None:
         prep = {**prep, "device": device}
         (folder / "prep.json").write_text(json.dumps(prep))
         arguments.append(str(folder / "prep.json"))
-    process = subprocess.Popen(_profiled(ncu, arguments), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=folder,
-                               close_fds=True)
+    process = subprocess.Popen(_profiled(ncu, arguments, device), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               cwd=folder, close_fds=True)
     _armed = {"process": process, "folder": folder, "fifo": fifo, "prep": prep}
 
 
@@ -109,11 +109,18 @@ def _prepared_for(armed: dict, spec: dict) -> bool:
     return prep["task"] == spec["task"] and prep["device"] == spec["device"] and asked in prep["cases"]
 
 
-def _profiled(ncu: str, arguments: list[str]) -> list[str]:
+def _profiled(ncu: str, arguments: list[str], device: str) -> list[str]:
+    import torch
+
+    from kerneldojo.graders.evidence import replay_metrics
     from kerneldojo.graders.ncu import ncu_command
 
+    arch = None
+    if device.startswith("cuda") and torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability(device)
+        arch = 10 * major + minor
     target = [sys.executable, "-m", "kerneldojo.sandbox.worker.evidence_replay", *arguments]
-    return ncu_command(ncu, target, launch_count=None, metrics=("gpu__time_duration.sum",))
+    return ncu_command(ncu, target, launch_count=None, metrics=replay_metrics(arch))
 
 
 def _send_spec(armed: dict, spec: dict, deadline: float) -> bool:
@@ -170,7 +177,7 @@ def gather(task_id: str, build, shape: dict, seeds: list[int], output_specs: lis
             shutil.rmtree(armed["folder"], ignore_errors=True)  # trusted code's files only: it never got a spec
         folder = Path(tempfile.mkdtemp(prefix="evidence-"))
         (folder / "spec.json").write_text(json.dumps(spec))
-        process = subprocess.Popen(_profiled(ncu, [str(folder / "spec.json")]), stdout=subprocess.PIPE,
+        process = subprocess.Popen(_profiled(ncu, [str(folder / "spec.json")], device), stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, cwd=folder, close_fds=True)
     try:
         return _gathered(process, folder, specs, len(seeds), sample, deadline, limit_s, waited, used_armed)

@@ -230,6 +230,13 @@ def test_cublas_cutlass_kernels_are_a_librarys_whatever_stub_shares_their_base_n
     cublas = ("void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>"
               "(cutlass_80_simt_sgemm_256x128_8x4_nn_align1::Params)")
     assert cublas not in OwnKernels(native={"Kernel2"}) and library_kernel(cublas)
+    # Round 91: CUTLASS 3's and CUTLASS 2's other generated spellings, under the entry points an own kernel may share.
+    for generated, entry in (("cutlass3x_sm90_tensorop_s64x128x16gemm_bf16_bf16_f32_128x128x64_1x1x1_0_tnn_align8",
+                              "device_kernel"), ("cutlass_tensorop_s1688tf32gemm_256x128_16x3_tt_align4", "Kernel"),
+                             ("cutlass_simt_sgemm_128x128_8x2_nn_align1", "Kernel"),
+                             ("cutlass_wmma_tensorop_h161616gemm_32x32_32x1_nn_align8", "Kernel")):
+        name = f"void cutlass::{entry}<{generated}>({generated}::Params)"
+        assert name not in OwnKernels(native={entry}) and library_kernel(name), generated
     honest = "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int>>>(Params)"
     assert honest in OwnKernels(native={"device_kernel"})
 
