@@ -104,7 +104,6 @@ from kerneldojo.sandbox.protocol import (
     last_seeds,
 )  # fmt: skip
 from kerneldojo.tasks import Case, Task, get_task, task_content_hash, task_ref
-from kerneldojo.tasks.spec import DEFAULT_ALLOWED_OPS
 from kerneldojo.version import PROTOCOL_VERSION, __version__
 
 NO_GPU_PROFILE = ("no profile: CPU mode has no GPU, so Nsight Compute cannot run; the same request on a GPU "
@@ -522,7 +521,7 @@ class Judge:
         evidence.host_bytes = found.host_bytes
         return decide(found, claimed_ms, str(case), vendor_forbidden=not LIBRARY_OPS & task.allowed_ops,
                       decoy_forbidden=not task.allowed_ops >= LIBRARY_OPS,
-                      torch_forbidden=task.allowed_ops <= DEFAULT_ALLOWED_OPS, data_bytes=data_bytes)
+                      torch_forbidden=task.defaults_only, data_bytes=data_bytes)
 
     def _limits_for(self, task: Task) -> dict[str, float]:
         """The worker's limits for this task: a run's limit follows from the reference's own time (`run_limit_s`)
@@ -970,7 +969,7 @@ def _check_timing(task: Task, timing: CaseTiming, sheet_floor_ms: float | None, 
             fired["vendor_kernel"] = message("vendor_kernel", "; ".join(vendor[:3]))
         unexplained = [k.name[:60] for k in profile.kernels
                        if not k.own and unexplained_kernel(k.name, task.allowed_ops)]
-        if unexplained and task.allowed_ops <= DEFAULT_ALLOWED_OPS:
+        if unexplained and task.defaults_only:
             fired["torch_kernel"] = message("torch_kernel", "; ".join(unexplained[:3]))
         if profile.own_share is None:  # copies at most: host compute, or a cached answer
             fired["no_kernel"] = message("no_kernel", timing.case)

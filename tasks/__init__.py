@@ -185,6 +185,12 @@ class Task:
         """The aten operators a submission may call outside its own kernels (`spec.DEFAULT_ALLOWED_OPS`)."""
         return (DEFAULT_ALLOWED_OPS - set(self.spec.forbidden)) | set(self.spec.allowed)
 
+    @property
+    def defaults_only(self) -> bool:
+        """The task allows no operator beyond the defaults: any kernel of torch's or a library's that none of them
+        launches did work the submission should have (`torch_kernel`)."""
+        return self.allowed_ops <= DEFAULT_ALLOWED_OPS
+
     @functools.cached_property
     def c_params(self) -> list[CParam]:
         if self.spec.cuda is None:
