@@ -104,9 +104,17 @@ def unexplained_kernel(name: str, allowed_ops: frozenset[str]) -> bool:
     return not any(pattern.search(name.strip()) for ops, pattern in DEFAULT_OP_KERNELS.items() if ops & allowed_ops)
 
 
+# torch's jiterator compiles some elementwise kernels at run time with NVRTC, as plain `extern "C"` identifiers
+# (`<op>_vectorized<N>_kernel`), which a Triton function of that name claimed (red team round 92). Its unvectorized
+# form `<op>_kernel` is as plain as an own kernel's name: the Open item on own-ness by name.
+JITERATOR_NAME = re.compile(r"_vectorized\d+_kernel$")
+
+
 def library_like(name: str) -> bool:
-    """A base name that is a vendor library's, Inductor's or the harness's: never a submission's own kernel."""
-    return bool(VENDOR_NAME.search(name) or INDUCTOR_NAME.search(name)) or name.startswith(HARNESS_PREFIX)
+    """A base name that is a vendor library's, Inductor's, torch's jiterator's or the harness's: never a submission's
+    own kernel."""
+    return (bool(VENDOR_NAME.search(name) or INDUCTOR_NAME.search(name) or JITERATOR_NAME.search(name))
+            or name.startswith(HARNESS_PREFIX))
 
 
 @dataclass

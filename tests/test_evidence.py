@@ -113,8 +113,18 @@ def test_kernels_that_move_the_data_through_host_memory_are_flagged():
     assert "host_memory" in decide(host, 1.0, "case", True, True, data_bytes=data)
     assert not decide(replayed(0), 1.0, "case", True, True, data_bytes=data)
     assert not decide(replayed(100), 1.0, "case", True, True, data_bytes=data)  # a few sectors: not the data
-    assert HOST_MEMORY_METRIC in replay_metrics(90) and HOST_MEMORY_METRIC not in replay_metrics(80)
+    assert HOST_MEMORY_METRIC in replay_metrics(90)  # its name checked on GH100 only (round 92)
+    assert not {HOST_MEMORY_METRIC} & {*replay_metrics(80), *replay_metrics(100), *replay_metrics(120)}
     assert HOST_MEMORY_METRIC not in replay_metrics(None)
+
+
+def test_torchs_jiterated_kernels_are_never_an_own_triton_kernels():
+    """Red team round 92: torch's jiterator compiles kernels at run time as plain identifiers
+    (`mul_kernel_vectorized4_kernel`), which an unlaunched Triton function of that name claimed."""
+    jitted = "mul_kernel_vectorized4_kernel"
+    assert jitted not in OwnKernels(triton={jitted}) and foreign(jitted)
+    with pytest.raises(CompileError):
+        check_own_names({jitted})
 
 
 def test_torch_kernels_named_like_an_own_native_kernel_are_not_own():
@@ -408,6 +418,8 @@ def test_an_ncu_error_in_a_replay_fails_the_step_unless_ncu_fails_alone(monkeypa
     ({"problems": ["out0_0_0.bin: cannot be opened"], "csv": "==ERROR== The application returned an error code\n"},
      False, 2),
     ({"csv": "==ERROR== The application returned an error code (1)\n"}, False, 1),  # not the counters' refusal
+    # Red team round 92: a metric this ncu does not know fails every replay, honest or not: the machine's.
+    ({"csv": "==ERROR== Failed to find metric lts__t_sectors_srcunit_tex_aperture_sysmem.sum\n"}, True, 1),
 ])
 def test_whether_ncu_fails_alone_is_asked_of_a_judge_chosen_replay(monkeypatch, reply, fails, asked):
     from kerneldojo import judge as judge_mod
