@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from kerneldojo.graders.checks import message
+from kerneldojo.graders.ncu import HOST_MEMORY_METRIC, SECTOR_BYTES
 from kerneldojo.graders.profile import (  # noqa: F401 (triton_kernel_names re-exported)
     OwnKernels,
     library_kernel,
@@ -40,18 +41,9 @@ MIN_OWN_SHARE = 0.1
 # duration can exceed its share of the event time, most for calls of many short kernels: 1.5x plus 20 µs
 # absorbs that (the GPU suite measures the ratio on the honest set), while a forged timer claims far less.
 TIME_SLACK, TIME_SLACK_MS = 1.5, 0.02
-# Kernel loads and stores that reached host memory (pinned, mapped, "zero-copy"), in 32-byte sectors, counted at L2
-# for the SMs' traffic only (not the copy engines'). No honest kernel of a task touches host memory; the answer
-# computed on the host and moved by the submission's own kernels moves at least its inputs so (red team round 88).
-# The counter is asked for only where its name was checked against ncu's list on the chip (sm_90: H100, H200): a
-# metric ncu does not know fails every replay (red team round 92; `Judge._ncu_fails_alone` then says so).
-HOST_MEMORY_METRIC, SECTOR_BYTES = "lts__t_sectors_srcunit_tex_aperture_sysmem.sum", 32
+# No honest kernel of a task touches host memory (`ncu.HOST_MEMORY_METRIC`); the answer computed on the host and
+# moved by the submission's own kernels moves at least its inputs so (red team round 88).
 HOST_MEMORY_SHARE, HOST_MEMORY_SLACK_BYTES = 1 / 16, 64 << 10
-
-
-def replay_metrics(arch: int | None) -> tuple[str, ...]:
-    """What the evidence pass asks ncu for: durations, and host-memory traffic where the counter is known."""
-    return ("gpu__time_duration.sum", *([HOST_MEMORY_METRIC] if arch == 90 else []))
 
 
 def check_own_names(names: set[str]) -> None:

@@ -52,6 +52,17 @@ METRICS: tuple[str, ...] = (
     *(f"launch__occupancy_limit_{limit}" for limit in OCCUPANCY_LIMITS),
     *(f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio" for reason in STALLS),
 )
+# The evidence pass's: durations, and the L2 sectors the SMs moved to or from system memory (pinned, mapped,
+# "zero-copy"; not the copy engines'), asked for only where its name was checked against ncu's list on the chip
+# (sm_90: H100, H200): a metric ncu does not know fails every replay (red team round 92).
+HOST_MEMORY_METRIC, SECTOR_BYTES = "lts__t_sectors_srcunit_tex_aperture_sysmem.sum", 32
+
+
+def replay_metrics(arch: int | None) -> tuple[str, ...]:
+    """What the evidence pass asks ncu for on a GPU of compute capability `arch` (90 for sm_90; None: unknown)."""
+    return ("gpu__time_duration.sum", *([HOST_MEMORY_METRIC] if arch == 90 else []))
+
+
 _STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio")
 # ncu scales units for reading unless `--print-units base`; both are read.
 _SCALE = {"": 1.0, "%": 1.0, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,

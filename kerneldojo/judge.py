@@ -328,7 +328,13 @@ class Judge:
                 if timed:
                     with self._gpu.exclusive():
                         self._time(task, solution, result, reference_times)  # its phases: timing, profile, recheck
-            except (Flagged, SubmissionTimeout):
+            except Flagged:
+                raise
+            except SubmissionTimeout:
+                # The worker is gone with its hung call: the checks its earlier replies carried still outrank the
+                # timeout (red team round 93: a flagged call, then a hang, paid a timeout's 0 over a flag's -1).
+                if flags := getattr(solution, "seen_flags", None):
+                    raise Flagged(dict(flags)) from None
                 raise
             except Exception:
                 # A check that fired explains a failure better than the failure does (a patched
@@ -913,8 +919,8 @@ def _compare(task: Task, case: Case, inputs: tuple, got: tuple, expected: tuple,
 def _flags_if_any(solution) -> dict[str, str]:
     try:
         return solution.flags
-    except Exception:  # the worker is gone: what it saw is lost with it
-        return {}
+    except Exception:  # the worker is gone: what its replies carried (`WorkerSolution.seen_flags`) is all there is
+        return dict(getattr(solution, "seen_flags", None) or {})
 
 
 def _check_same_output(seen: list, got: tuple, expected: tuple, case: str, atol: float, ulps: int = 0) -> None:

@@ -95,6 +95,15 @@ class CollectiveSolution:
                 merged.setdefault(check, text)
         return merged
 
+    @property
+    def seen_flags(self) -> dict[str, str]:
+        """Every rank's checks its run replies carried (`WorkerSolution.seen_flags`)."""
+        merged: dict[str, str] = {}
+        for rank in self.ranks:
+            for check, text in rank.seen_flags.items():
+                merged.setdefault(check, text)
+        return merged
+
     def run(self, inputs: tuple, shape: dict, outputs: tuple, watch: bool = True) -> tuple:
         mine = [tuple(t[r].to(d, copy=True) for t in inputs) for r, d in enumerate(self.devices)]
         outs = [tuple(t[r].to(d, copy=True) for t in outputs) for r, d in enumerate(self.devices)]

@@ -53,6 +53,7 @@ from .channel import Channel
 from .device import Device
 from .gpu_lock import GPULock
 from .protocol import (
+    FLAGS_CAP,
     LIMITS_S,
     MEMORY_CAP_BYTES,
     OUTPUT_TAIL_CHARS,
@@ -116,6 +117,7 @@ class WorkerSolution:
         """Every backend's, once its worker is set up: the processes its cgroup holds now are the worker's own, taken
         before any submission code runs; then the load."""
         self.protections = protections
+        self.seen_flags: dict[str, str] = {}  # the checks the run replies carried, kept if the worker is lost
         self.load_s = 0.0  # what the worker says its load took (the judge clamps it to the wall time)
         self._shapes_run: set[tuple] = set()
         self._shapes_timed: set[tuple] = set()  # a shape's second timing may see no process appear (`Retime`)
@@ -172,11 +174,7 @@ class WorkerSolution:
     @property
     def flags(self) -> dict[str, str]:
         """The worker's checks, asked last: a reply still queued after this one was forged."""
-        flags = self._call("flags")
-        if not (isinstance(flags, dict) and all(isinstance(k, str) for k in flags)):
-            detail = f"the flags reply was a {type(flags).__name__}"
-            raise Flagged({"timing_channel": message("timing_channel", detail)})
-        flags = {printable(name[:100]): capped(text) for name, text in list(flags.items())[:50]}
+        flags = _checked_flags(self._call("flags"), "the flags reply")
         with contextlib.suppress(queue.Empty):
             self._worker.replies.get(timeout=0.05)
             flags["timing_channel"] = message("timing_channel", "an extra reply was queued after the last request")
@@ -191,8 +189,13 @@ class WorkerSolution:
         self._shapes_run.add(key)
         specs = [(tuple(t.shape), t.dtype) for t in outputs]
         # The allowance ends with the JIT: once the worker says the first call returned (`protocol.PROGRESS`).
-        got = self._worker.call("run", (inputs, shape, outputs, watch), limit, reply_cap(_nbytes(specs)),
-                                after_progress_s=self.limits["run"])
+        reply = self._worker.call("run", (inputs, shape, outputs, watch), limit, reply_cap(_nbytes(specs)),
+                                  after_progress_s=self.limits["run"])
+        if not (isinstance(reply, tuple) and len(reply) == 2):
+            detail = f"a run's reply was a {type(reply).__name__}, not its outputs and its checks"
+            raise Flagged({"timing_channel": message("timing_channel", detail)})
+        got, flags = reply
+        self.seen_flags.update(_checked_flags(flags, "a run's checks"))
         self._no_process_left("run")
         return _owned(outputs if got is None else got, specs)
 
@@ -270,6 +273,13 @@ def _implausible(timed: TimedRuns, sets: int, gpu: bool) -> str | None:
 
 def _nbytes(specs: list) -> int:
     return sum(math.prod(shape) * dtype.itemsize for shape, dtype in specs)
+
+
+def _checked_flags(flags, what: str) -> dict[str, str]:
+    """A worker's checks as the judge keeps them (names and messages capped); a reply of another kind was forged."""
+    if not (isinstance(flags, dict) and all(isinstance(k, str) for k in flags)):
+        raise Flagged({"timing_channel": message("timing_channel", f"{what} was a {type(flags).__name__}")})
+    return {printable(name[:100]): capped(text) for name, text in list(flags.items())[:FLAGS_CAP]}
 
 
 def _owned(got, specs: list) -> tuple:

@@ -69,6 +69,7 @@ MEMORY_CAP_BYTES = 16 << 30
 PROCESSES_CAP = 1024
 OUTPUT_TAIL_CHARS = 2000  # of what the submission printed, quoted in a failure's message
 MESSAGE_CAP_CHARS = 8000  # of an error's text or a check's message kept from a worker
+FLAGS_CAP = 50  # checks kept from one worker's reply
 REPLY_OVERHEAD_BYTES = 4 << 20  # a reply's bytes beyond the tensors it may carry (records, messages)
 
 

@@ -100,7 +100,8 @@ def test_kernels_overlapping_on_two_streams_are_bounded_by_the_busier_stream():
 def test_kernels_that_move_the_data_through_host_memory_are_flagged():
     """Red team round 88 (the zero-copy Open item): own kernels that write the inputs to pinned host memory and read
     the host's answer back leave no copy and no foreign kernel; ncu's count of their sectors in host memory does."""
-    from kerneldojo.graders.evidence import HOST_MEMORY_METRIC, REPLAY_CALLS, replay_metrics
+    from kerneldojo.graders.evidence import REPLAY_CALLS
+    from kerneldojo.graders.ncu import HOST_MEMORY_METRIC, replay_metrics
 
     data = 3 * (1 << 24) * 4  # vector_add at n = 2^24, float32: two inputs and an output
     def replayed(sectors_per_launch: float):

@@ -112,8 +112,7 @@ def _prepared_for(armed: dict, spec: dict) -> bool:
 def _profiled(ncu: str, arguments: list[str], device: str) -> list[str]:
     import torch
 
-    from kerneldojo.graders.evidence import replay_metrics
-    from kerneldojo.graders.ncu import ncu_command
+    from kerneldojo.graders.ncu import ncu_command, replay_metrics
 
     arch = None
     if device.startswith("cuda") and torch.cuda.is_available():

@@ -25,7 +25,17 @@ import torch
 from kerneldojo.graders.timing import HostGate, L2Flush, time_calls
 from kerneldojo.result import TimeStats
 from kerneldojo.sandbox.device import resolve_device
-from kerneldojo.sandbox.protocol import OPS, PROGRESS, READY, REFERENCE_KINDS, REPLY_ERRORS, SubmissionError, reply_kind
+from kerneldojo.sandbox.protocol import (
+    FLAGS_CAP,
+    MESSAGE_CAP_CHARS,
+    OPS,
+    PROGRESS,
+    READY,
+    REFERENCE_KINDS,
+    REPLY_ERRORS,
+    SubmissionError,
+    reply_kind,
+)
 from kerneldojo.tasks import list_tasks, task_from_ref
 
 from .channel import WorkerEnd
@@ -122,15 +132,19 @@ class _Session:
             self.solution.first_return = lambda: _reply(self.replies, self.sequence, PROGRESS, None)
         return time.perf_counter() - started
 
-    def op_run(self, inputs: tuple, shape: dict, outputs: tuple, watch: bool = True):
+    def op_run(self, inputs: tuple, shape: dict, outputs: tuple, watch: bool = True) -> tuple:
+        """(outputs, the checks fired so far): the flags travel with every call's reply, so that a later hang or
+        death, which loses the worker, cannot lose them (red team round 93: a flagged call, then a hang, was a
+        timeout's 0 in place of a flag's -1)."""
         self.last = self.solution.run(inputs, shape, outputs, watch)
         if self.device_spec != "cpu":
             torch.cuda.synchronize()
+        flags = {name: text[:MESSAGE_CAP_CHARS] for name, text in list(self.solution.flags.items())[:FLAGS_CAP]}
         # Native entry points wrote into the judge's own output tensors; nothing to send back.
         # Plain tensors only: a subclass would run its own code in the judge (flagged in `solution`).
         if self.solution.build.libraries and not self.outputs_by_value:
-            return None
-        return plain(self.last)
+            return None, flags
+        return plain(self.last), flags
 
     def op_time(self, *args):
         self.last = self.solution.timed(*args)

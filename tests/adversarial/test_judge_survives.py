@@ -53,7 +53,20 @@ def test_half_a_frame_then_silence_ends_at_the_limit(short_judge):
     started = time.monotonic()
     result = short_judge.evaluate("vector_add", STALL, "triton")
     assert result.status == "timeout", result.messages
-    assert time.monotonic() - started < 60  # run 5 s + compile 10 s, plus the worker's start
+    # Within its limits (a worker's load 60 s, run 5 s, compile 10 s) and some slack for a loaded machine: the
+    # judge did not wait for the frame's missing bytes. Not a speed figure.
+    assert time.monotonic() - started < 60 + 5 + 10 + 30
+    _honest_passes(short_judge)
+
+
+def test_a_check_that_fired_outranks_a_later_hang(short_judge):
+    """Red team round 93: a call the watch flagged, then a hang on the next call, ended `timeout` (0) in place of
+    `flagged` (-1): the flags lived in the hung worker only. Each call's reply now carries them."""
+    source = ("import time\ncalls = [0]\n\n\ndef solution(x, y):\n    calls[0] += 1\n    if calls[0] > 1:\n"
+              "        time.sleep(10**6)\n    return x + y\n")
+    result = short_judge.evaluate("vector_add", source, "python")
+    assert result.status == "flagged" and "forbidden_op" in result.checks_fired, result.messages
+    assert result.reward == short_judge.reward.flagged
     _honest_passes(short_judge)
 
 
