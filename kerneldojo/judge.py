@@ -328,13 +328,16 @@ class Judge:
                 if timed:
                     with self._gpu.exclusive():
                         self._time(task, solution, result, reference_times)  # its phases: timing, profile, recheck
+                # The checks the run replies carried stay fired whatever the worker says last (red team round 94:
+                # cleared in the worker, or its last answer hung): the final request only adds to them.
+                flags = {**_seen_flags(solution), **solution.flags}
             except Flagged:
                 raise
             except SubmissionTimeout:
                 # The worker is gone with its hung call: the checks its earlier replies carried still outrank the
                 # timeout (red team round 93: a flagged call, then a hang, paid a timeout's 0 over a flag's -1).
-                if flags := getattr(solution, "seen_flags", None):
-                    raise Flagged(dict(flags)) from None
+                if flags := _seen_flags(solution):
+                    raise Flagged(flags) from None
                 raise
             except Exception:
                 # A check that fired explains a failure better than the failure does (a patched
@@ -342,7 +345,7 @@ class Judge:
                 if flags := _flags_if_any(solution):
                     raise Flagged(flags) from None
                 raise
-            if flags := solution.flags:
+            if flags:
                 raise Flagged(flags)
             if self.profile and self.device.mode == "gpu":  # after the verdict is settled: it cannot change it
                 self._ncu(task, solution, result)
@@ -916,11 +919,17 @@ def _compare(task: Task, case: Case, inputs: tuple, got: tuple, expected: tuple,
     return 0.0
 
 
+def _seen_flags(solution) -> dict[str, str]:
+    """The checks the worker's run replies carried (`WorkerSolution.seen_flags`; an in-process solution has none)."""
+    return dict(getattr(solution, "seen_flags", None) or {})
+
+
 def _flags_if_any(solution) -> dict[str, str]:
+    """The checks the replies carried, and those the worker reports now where it still answers."""
     try:
-        return solution.flags
-    except Exception:  # the worker is gone: what its replies carried (`WorkerSolution.seen_flags`) is all there is
-        return dict(getattr(solution, "seen_flags", None) or {})
+        return {**_seen_flags(solution), **solution.flags}
+    except Exception:  # the worker is gone: what its replies carried is all there is
+        return _seen_flags(solution)
 
 
 def _check_same_output(seen: list, got: tuple, expected: tuple, case: str, atol: float, ulps: int = 0) -> None:

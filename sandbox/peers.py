@@ -80,6 +80,7 @@ class CollectiveSolution:
         starting = [self._pool.submit(make_worker, d) for d in devices]
         cf.wait(starting)
         self.ranks = [f.result() for f in starting if f.exception() is None]
+        self._closed_flags: dict[str, str] = {}
         if len(self.ranks) < len(devices):
             self.close()
             raise next(f.exception() for f in starting if f.exception() is not None)
@@ -97,8 +98,9 @@ class CollectiveSolution:
 
     @property
     def seen_flags(self) -> dict[str, str]:
-        """Every rank's checks its run replies carried (`WorkerSolution.seen_flags`)."""
-        merged: dict[str, str] = {}
+        """Every rank's checks its run replies carried (`WorkerSolution.seen_flags`), closed ranks' too (red team
+        round 94: one rank's failure closed them all, and the checks went with them)."""
+        merged = dict(self._closed_flags)
         for rank in self.ranks:
             for check, text in rank.seen_flags.items():
                 merged.setdefault(check, text)
@@ -127,6 +129,7 @@ class CollectiveSolution:
         return type(slowest)(slowest.stats, every_rank([t.profile for t in timed]), outputs)
 
     def close(self) -> None:
+        self._closed_flags = self.seen_flags
         ranks, self.ranks = self.ranks, []
         for rank in ranks:
             rank.close()

@@ -68,6 +68,18 @@ def test_one_rank_hanging_is_a_timeout():
     assert result.status == "timeout", result.messages
 
 
+@pytest.mark.parametrize("then", ["raise RuntimeError('give up')", "time.sleep(10**6)"])
+def test_a_ranks_check_outranks_the_failure_that_closed_every_rank(then):
+    """Red team round 94: one rank's failure closed every rank, and the checks their run replies had carried went
+    with them: a flagged call, then a raise or a hang, paid a failure's 0 over a flag's -1."""
+    flagged_then = f"    calls += 1\n    if calls == 1:\n        _ = x + x\n    if calls >= 2:\n        {then}\n"
+    source = "import time\n" + shipped_solutions("all_reduce")["triton"].read_text().replace(
+        "    calls += 1\n", flagged_then, 1)
+    judge = Judge("cpu", seeds=1, limits={"run": 10.0, "compile": 20.0}, result_cache=None)
+    result = judge.evaluate("all_reduce", source, "triton")
+    assert result.status == "flagged" and "forbidden_op" in result.checks_fired, result.messages
+
+
 def test_no_rank_loads_the_submission_while_another_ranks_worker_starts(monkeypatch):
     """Red team round 80: rank 0 loaded the submission while rank 1's worker was still starting, so rank 0's code
     (which, on the process backend, sees every GPU) could fill rank 1's memory and make that start fail: the

@@ -70,6 +70,42 @@ def test_a_check_that_fired_outranks_a_later_hang(short_judge):
     _honest_passes(short_judge)
 
 
+FLAGGED_THEN = """
+import gc, time
+calls = [0]
+
+
+class Hang(dict):  # run replies still go out (items()); the judge's last `flags` request hangs
+    def __iter__(self):
+        time.sleep(10**6)
+
+    def keys(self):
+        time.sleep(10**6)
+
+
+def solution(x, y):
+    calls[0] += 1
+    sol = next(o for o in gc.get_objects() if type(o).__name__ == "Solution" and hasattr(o, "_forbidden"))
+    if calls[0] == 1:
+        return x + y  # forbidden on vector_add: the check fires, and its run reply carries it
+    if MODE == "hang_at_flags" and type(sol.flags) is not Hang:
+        sol.flags = Hang(sol.flags)
+    if MODE == "clear":
+        sol._forbidden.called.clear()
+        sol.flags.clear()
+    return x.new_tensor([a + b for a, b in zip(x.tolist(), y.tolist())])
+"""
+
+
+@pytest.mark.parametrize("mode", ["hang_at_flags", "clear"])
+def test_a_check_a_reply_carried_stays_fired_whatever_the_worker_says_last(short_judge, mode):
+    """Red team round 94: round 93's carried checks were read only when the worker was gone; a worker whose last
+    `flags` answer hung ended `timeout` (0), and one that cleared its record after the flagged call ended `ok`."""
+    result = short_judge.evaluate("vector_add", f"MODE = {mode!r}\n" + FLAGGED_THEN, "python")
+    assert result.status == "flagged" and "forbidden_op" in result.checks_fired, result.messages
+    assert result.reward == short_judge.reward.flagged
+
+
 def test_a_frame_longer_than_the_reply_may_be_is_refused_unread(short_judge):
     result = short_judge.evaluate("vector_add", FLOOD, "triton")
     assert result.status == "runtime_error", result.messages
