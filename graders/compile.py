@@ -324,7 +324,7 @@ def _run_nvcc(nvcc: str, source: str, flags: list[str], library: Path, what: str
         write_atomically(library.with_name(name), text)
     # nvcc runs confined (`sandbox/worker/compiler.py`), in a folder of its own that holds only its inputs: an
     # `#include` reaches the worker's allowlisted root, not the judge's files, nor the other builds in the cache.
-    with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
+    with build_folder() as tmp:
         for name, text in inputs.items():
             (Path(tmp) / name).write_text(text)
         env, tools = inspected("submission.so")
@@ -340,6 +340,14 @@ def _run_nvcc(nvcc: str, source: str, flags: list[str], library: Path, what: str
             _check_exports(exports)
         store_kernel_names(Path(tmp), library)
         copy_out(Path(tmp) / "submission.so", library)
+
+
+def build_folder() -> tempfile.TemporaryDirectory:
+    """A confined build's only writable folder: in the judge's temporary folder, as a worker's scratch is, never
+    beside the library in the cache. A cache inside an allowlisted tree (a venv, a package folder) put the build's
+    folder inside the root it is given, which cannot then be built, and the build ran with the judge's whole file
+    system in view (red team round 95: an `#include` of /etc/shadow came back in the compile error)."""
+    return tempfile.TemporaryDirectory(prefix="kerneldojo-build-")
 
 
 def run_confined(tool: str, args: list[str], folder: Path, what: str, compiler: str,
@@ -439,6 +447,12 @@ def _log_protections(output: str) -> str:
                    if str(v).startswith(("unavailable", "off")) and not k.endswith("_limit")]  # no cgroup for a build
         if missing:
             log.warning("the compiler ran with less confinement than a worker: %s", "; ".join(missing))
+        # A build folder inside what the root keeps is the judge's misconfiguration, not a kernel's limit: its output
+        # may quote any file of the judge's, so none of it goes back (red team round 95).
+        if any(m.startswith("filesystem") and "allowlisted" in m for m in missing):
+            raise TransientCompileError("the build could not be confined: its folder lies inside a folder the sandbox "
+                                        "keeps (the judge's temporary folder or build cache inside a venv or package "
+                                        "folder?); the judge must set TMPDIR outside them")
     return rest
 
 

@@ -47,6 +47,32 @@ def test_an_include_of_a_judge_file_finds_nothing(fresh_cache):
         token.unlink()
 
 
+def test_a_build_cache_inside_an_allowlisted_folder_still_confines_the_build(fresh_cache, monkeypatch):
+    """Red team round 95: the build ran in a folder beside its library in the cache; a cache inside a folder the
+    root keeps (here one of the package's own folders) made that root impossible, and nvcc ran with the judge's
+    whole file system in view: an `#include` of /etc/shadow came back in the compile error. Builds run in the
+    judge's temporary folder now, wherever the cache is."""
+    if not _confined():
+        pytest.skip("no mount namespace here: the compiler runs with the judge's view of the file system")
+    inside = Path(compile_mod.__file__).resolve().parent / f".kerneldojo-cache-test-{os.getpid()}"
+    monkeypatch.setenv("KERNELDOJO_CACHE", str(inside))
+    try:
+        source = '#include "/etc/shadow"\n' + subs.VECTOR_ADD_CUDA
+        with pytest.raises(CompileError) as raised:
+            compile_mod.compile_submission(get_task("vector_add"), source, "cuda", "90")
+        assert "root:" not in str(raised.value)
+        assert "cannot open source file" in str(raised.value) or "No such file" in str(raised.value), raised.value
+        # And a build folder that does land inside (a TMPDIR there) fails closed: none of the compiler's output.
+        import tempfile
+
+        monkeypatch.setattr(compile_mod, "build_folder", lambda: tempfile.TemporaryDirectory(dir=inside))
+        with pytest.raises(compile_mod.TransientCompileError) as refused:
+            compile_mod.compile_submission(get_task("vector_add"), source + "// again\n", "cuda", "90")
+        assert "could not be confined" in str(refused.value) and "root:" not in str(refused.value)
+    finally:
+        shutil.rmtree(inside, ignore_errors=True)
+
+
 def test_honest_cuda_still_builds_and_is_copied_out(fresh_cache, monkeypatch):
     bundled = Path(__import__("triton").__file__).parent / "backends" / "nvidia" / "bin"
     if compile_mod.cuda_tool("cuobjdump") is None and (bundled / "cuobjdump").exists():  # Triton ships one
