@@ -269,6 +269,24 @@ def test_a_solution_that_asks_to_be_skipped_is_judged_and_an_unreadable_call_cra
     assert problem.evaluate(unreadable + wrong.split("\n", 1)[1], judge).status != "skipped"
 
 
+def test_load_inline_calls_read_a_spread_dict_and_leave_out_what_load_inline_would_not_take():
+    """Red team round 96: `load_inline(**opts)` made a call with a None key, and `extra_cflags=5` an int flag: both
+    crashed the judge's pre-build (an honest solution `runtime_error`, a whole suite's folder run stopped)."""
+    from kerneldojo.adapters import runtime
+    from kerneldojo.graders.extensions import build_extensions
+
+    head = "from torch.utils.cpp_extension import load_inline\n"
+    spread = head + "_opts = {'name': 'k', 'cpp_sources': 'int f();', 'functions': ['f']}\nmod = load_inline(**_opts)\n"
+    (call,) = runtime.load_inline_calls(spread)
+    assert call["name"] == "k" and call["cpp_sources"] == "int f();" and None not in call
+    for bad in ("load_inline(name='k', cpp_sources='int f();', extra_cflags=5)\n",
+                "load_inline(name='k', cpp_sources='int f();', extra_include_paths=3)\n",
+                "load_inline(name='k', cpp_sources=['int f();', 7])\n",
+                "load_inline(**{1: 'k'})\n"):
+        assert runtime.load_inline_calls(head + bad) == [], bad
+        build_extensions([head + bad], "90", strict=False)  # nothing to build ahead: no exception of the judge's
+
+
 def test_a_solution_past_the_source_limit_is_refused_before_any_parse_or_wrap(judge, monkeypatch):
     """Red team round 59: a 21 MB solution was parsed by the adapter (2 minutes, 11 GB in the judge's process) before
     the judge refused its length."""
