@@ -80,7 +80,6 @@ class CollectiveSolution:
         starting = [self._pool.submit(make_worker, d) for d in devices]
         cf.wait(starting)
         self.ranks = [f.result() for f in starting if f.exception() is None]
-        self._closed_flags: dict[str, str] = {}
         if len(self.ranks) < len(devices):
             self.close()
             raise next(f.exception() for f in starting if f.exception() is not None)
@@ -100,9 +99,9 @@ class CollectiveSolution:
     def seen_flags(self) -> dict[str, str]:
         """Every rank's checks its run replies carried (`WorkerSolution.seen_flags`), closed ranks' too (red team
         round 94: one rank's failure closed them all, and the checks went with them)."""
-        merged = dict(self._closed_flags)
+        merged = dict(getattr(self, "_closed_flags", {}))
         for rank in self.ranks:
-            for check, text in rank.seen_flags.items():
+            for check, text in getattr(rank, "seen_flags", {}).items():  # closing never fails on a rank's state
                 merged.setdefault(check, text)
         return merged
 
