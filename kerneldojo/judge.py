@@ -436,7 +436,7 @@ class Judge:
             parse_ncu_csv(reply.get("csv", ""))
             self._ncu_alone = False
         except NcuError as e:  # only ncu's own refusal of the counters is the machine's (red team round 36)
-            # The counters refused, or a metric this ncu does not know (`graders.evidence.replay_metrics`).
+            # The counters refused, or a metric this ncu does not know (`graders.ncu.replay_metrics`).
             self._ncu_alone = any(said in str(e).lower() for said in ("err_nvgpuctrperm", "permission",
                                                                        "failed to find metric"))
         return self._ncu_alone
