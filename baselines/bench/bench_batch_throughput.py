@@ -17,6 +17,7 @@ Writes OUT_DIR/batch_throughput.json and .md.
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import sys
 import tempfile
@@ -81,6 +82,13 @@ def batch(count: int, gpu: bool, tasks: list[str]) -> list[tuple[str, str, str, 
     return jobs
 
 
+def cpu_seconds() -> dict[str, float]:
+    """User + system CPU seconds so far of this process (the judge's, all its threads) and of its reaped children
+    (workers, nvcc, ncu)."""
+    return {who: sum(resource.getrusage(kind)[:2])
+            for who, kind in (("judge", resource.RUSAGE_SELF), ("children", resource.RUSAGE_CHILDREN))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
@@ -99,7 +107,7 @@ def main() -> None:
                              "machine that has judged these tasks before (reference times are kept on disk)")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    from kerneldojo.batch.pool import GPUPool, parse_devices
+    from kerneldojo.batch.pool import GPUPool, cpu_cores, parse_devices
 
     gpu = parse_devices(args.devices)[0].device != "cpu"
     jobs = batch(16 if args.quick else args.count, gpu, args.tasks.split(","))
@@ -114,7 +122,7 @@ def main() -> None:
         for task in {task for _, task, _, _ in jobs}:
             judge.time_references(task)
         print(f"references timed or read in {time.perf_counter() - warming:.1f} s", file=sys.stderr, flush=True)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), cpu_seconds()
     stop_at = started + args.budget_s - args.drain_s if args.budget_s else float("inf")
 
     def items():
@@ -141,13 +149,19 @@ def main() -> None:
                     failures.setdefault("judge_error", str(outcome.error)[:2000])
             summary, described = pool.stats.summary(), pool.describe()
     wall = time.perf_counter() - started
+    # every worker has ended and been reaped by now: its CPU time is in RUSAGE_CHILDREN
+    cpu = {who: round((after - before) / max(1, summary["evaluations"]), 2)
+           for (who, after), before in zip(cpu_seconds().items(), cpu_started.values())}
+    summary["cpu_s_per_evaluation"] = cpu
     submitted = sum(n for v in kinds.values() for n in v.values())
     rate = summary["evaluations_per_gpu_hour"] or summary["evaluations_per_hour"]
     table = [f"{summary['evaluations']} evaluations of {len(jobs)} planned ({submitted} submitted before the budget) "
              f"on {described}, {args.workers_per_gpu} workers per GPU, evidence {args.evidence}, "
              f"{summary['wall_s']:.1f} s "
              f"({wall:.1f} s with set-up): **{report.fmt(rate, '.0f')} evaluations per "
-             f"{'GPU-hour' if summary['gpus'] else 'hour (CPU mode)'}**, {summary['reused']} reused.", "",
+             f"{'GPU-hour' if summary['gpus'] else 'hour (CPU mode)'}**, {summary['reused']} reused; CPU seconds "
+             f"per evaluation: the judge's process {cpu['judge']}, its workers and tools {cpu['children']} "
+             f"({cpu_cores()} cores).", "",
              "| submission kind | verdicts |", "|---|---|"]
     table += [f"| {kind} | {', '.join(f'{s} {n}' for s, n in sorted(v.items()))} |"
               for kind, v in sorted(kinds.items())]

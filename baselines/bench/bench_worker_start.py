@@ -47,6 +47,8 @@ def main() -> None:
         imported = stages["imported"] - started if "imported" in stages else None
         worker.replies.ready.wait(300)
         ready = time.time() - started
+        said = worker.output_tail().partition("kerneldojo worker stages: ")[2]  # the warm-up's stamps (loop.py)
+        warmup = json.loads(said.splitlines()[0]) if said else {}
         with contextlib.suppress(SubmissionError):  # no submission loaded: an error reply
             worker.call("flags", (), 300)
         answered = time.time() - started
@@ -56,7 +58,8 @@ def main() -> None:
                 "confine_s": None if imported is None else confined - imported, "warmup_s": ready - confined,
                 "first_request_s": answered - ready, "ready_at_s": ready,
                 "protections": sorted(k for k, v in protections.items() if v is True),
-                "confine_stages": {k: round(v - stages["enter"], 4) for k, v in stages.items() if k != "imported"}}
+                "confine_stages": {k: round(v - stages["enter"], 4) for k, v in stages.items() if k != "imported"},
+                "warmup_stages": warmup}
 
     rows = []
     if args.together:

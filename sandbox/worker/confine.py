@@ -99,6 +99,13 @@ def stage(name: str) -> None:
         _STAGES[name] = time.time()
 
 
+def stages_after(first: str) -> dict[str, float] | None:
+    """The stamps from `first` on, as seconds after it (None unless KERNELDOJO_WORKER_STAGES)."""
+    if _STAGES is None or first not in _STAGES:
+        return None
+    return {k: round(v - _STAGES[first], 4) for k, v in _STAGES.items() if v >= _STAGES[first]}
+
+
 def _make_readonly(path: str, recursive: bool = False) -> None:
     """Read-only for one mount (or the mounts below it too), keeping its other flags (a user namespace may not
     clear locked ones)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import resource
 import signal
@@ -40,7 +41,7 @@ from kerneldojo.tasks import list_tasks, task_from_ref
 
 from .channel import WorkerEnd
 from .collective import compile_barrier
-from .confine import Plan, enter, stage
+from .confine import Plan, enter, stage, stages_after
 from .environment import scrub
 from .harness import Solution, plain
 from .syscall_filter import before_submission_code, refuse_processes_and_sockets
@@ -73,25 +74,34 @@ def serve(requests, replies, device_spec: str, scratch: str, outputs_by_value: b
     """
     stage("imported")  # the interpreter and imports done (bench_worker_start.py)
     harden(Path(scratch), plan, keep_fds=tuple({e.sock.fileno() for e in (requests, replies) if hasattr(e, "sock")}))
+    stage("warmup")
     if device_spec != "cpu":  # Triton launches, events and bare synchronize() use the current device
         torch.cuda.set_device(device_spec)
     # Warm up while no submission is waiting: imports, the task library, the CUDA context.
     list_tasks()
+    stage("task_library")
     with ForbiddenOps(None):  # its first use imports torch._dynamo, over a second
         torch.empty(1, device=device_spec)
+    stage("watch_and_context")
     with contextlib.suppress(Exception):  # Triton's runtime (launcher, interpreter) on a throwaway kernel
         _launch_trivial_triton_kernel(device_spec)
+    stage("triton_launch")
     if device_spec != "cpu":
         try:
             _compile_harness_kernels(resolve_device(device_spec))
         except Exception as e:  # timing cannot work then, but correctness can; the timing request will say why
             print(f"kerneldojo worker: the harness's kernels did not compile: {type(e).__name__}: {e}", file=sys.stderr)
+    stage("harness_kernels")
     torch_at_start()  # torch's operators and tensor types as registered before any submission's code runs
+    stage("torch_at_start")
     if device_spec == "cpu":  # the interpreter's code, known before any submission's is loaded
         interpreter_code()
         syscall_filter = refuse_processes_and_sockets()
         if syscall_filter is not True:
             print(f"kerneldojo worker: no seccomp filter ({syscall_filter})", file=sys.stderr)
+    stage("ready")
+    if (warmup := stages_after("warmup")) is not None:  # bench_worker_start.py reads it from the output's tail
+        print(f"kerneldojo worker stages: {json.dumps(warmup)}", file=sys.stderr, flush=True)
     session = _Session(device_spec, outputs_by_value, replies)
     _reply(replies, 0, READY, None)
     while True:
