@@ -172,7 +172,7 @@ def enter(plan: Plan, redirect_output, keep_fds: tuple[int, ...] = ()) -> dict:
     but 0, 1, 2 and `keep_fds` (the socket to the judge) is closed in the worker at the end.
     """
     stage("enter")
-    protections: dict[str, object] = {"session_keyring": _fresh_session_keyring()}
+    protections: dict[str, object] = {"session_keyring": _fresh_session_keyring(), "oom_first": _oom_first()}
     _die_with_parent()  # the judge's end: this process, then each one below, gets SIGKILL
     for path in plan.cgroup_procs:  # before any fork: children are born inside
         try:
@@ -226,6 +226,26 @@ def _fresh_session_keyring() -> str | bool:
     if _libc.syscall(SYS_KEYCTL, KEYCTL_JOIN_SESSION_KEYRING, None) >= 0:
         return True
     return f"unavailable: keyctl(KEYCTL_JOIN_SESSION_KEYRING): {os.strerror(ctypes.get_errno())}"
+
+
+CAP_SYS_RESOURCE = 24
+
+
+def _oom_first() -> str | bool:
+    """The OOM killer's first choice, before any fork: a worker's memory can sit in its tmpfs folders, in no
+    process's RSS, so a killer choosing by RSS took the judge instead (red team round 97: a worker holding 2.5 GiB of
+    tmpfs at 318 MB RSS, the judge, a trainer's process, killed). 1000 also sets the floor the value may be lowered
+    to where this process has CAP_SYS_RESOURCE (a root judge's worker, before it drops it): locked for every
+    process below. An unprivileged judge's worker could write it back down."""
+    try:
+        Path("/proc/self/oom_score_adj").write_text("1000")
+        with open("/proc/self/status") as f:
+            caps = next(int(line.split()[1], 16) for line in f if line.startswith("CapEff:"))
+    except (OSError, StopIteration, ValueError) as e:
+        return f"unavailable: oom_score_adj: {e}"
+    if caps >> CAP_SYS_RESOURCE & 1:
+        return True
+    return "raised, not locked: the judge lacks CAP_SYS_RESOURCE, so the worker may lower it"
 
 
 def _close_fds_except(keep: list[int]) -> None:

@@ -930,3 +930,30 @@ def test_a_worker_reads_only_the_packages_of_a_folder_on_pythonpath(tmp_path, mo
             sys.modules.pop(name)
         isolation._package_folders.cache_clear()
         process._stop_spares()
+
+
+# Memory a worker holds in its tmpfs folders is in no process's RSS: a killer choosing by RSS took the judge
+# (red team round 97). Each worker is the OOM killer's first choice, and under a root judge stays so.
+OOM_SCORE = """
+def solution(x, y):
+    path = "/proc/self/oom_score_adj"
+    before = open(path).read().strip()
+    try:
+        with open(path, "w") as f:
+            f.write("0")
+        lowered = "lowered"
+    except OSError as e:
+        lowered = "refused " + e.strerror
+    raise RuntimeError(f"OOM {before} {open(path).read().strip()} {lowered} END")
+"""
+
+
+def test_a_worker_is_the_oom_killers_first_choice_and_a_root_judges_stays_so():
+    judge = Judge("cpu", seeds=1, limits={"load": 60, "run": 30})
+    text = "\n".join(judge.evaluate("vector_add", OOM_SCORE, "triton").messages)
+    before, after, lowered = text.rsplit("OOM ", 1)[1].split(" END")[0].split(" ", 2)
+    assert before == "1000", text
+    status = Path("/proc/self/status").read_text().splitlines()
+    caps = next(int(line.split()[1], 16) for line in status if line.startswith("CapEff:"))
+    if caps >> 24 & 1:  # CAP_SYS_RESOURCE here: the worker's floor was set with it
+        assert after == "1000" and lowered.startswith("refused"), text
