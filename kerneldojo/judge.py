@@ -384,7 +384,7 @@ class Judge:
         # here while its busy time was paid, and it reported one honest, the other cut)
         result.evidence = Evidence(case=str(case), claimed_ms=claimed,
                                    one_in=EVIDENCE_ONE_IN if self.evidence == "sampled" else 1)
-        with _phase(result, "evidence"), self._gpu.profiler(), self._gpu.shared():
+        with _phase(result, "evidence"), self._gpu.profiler(), self._gpu.shared(long=True):
             try:
                 fired = self._gather_evidence(task, build, own, case, seeds, armed, claimed, result.evidence)
             except Exception as first:  # any failure of a drawn pass (red team round 37: a csv error)
@@ -592,8 +592,10 @@ class Judge:
             pristine: tuple = ()
             for seed in [*seeds, None]:
                 # The GPU is shared call by call, not for the whole phase: a slow call (honest or not) keeps
-                # other judges' timings waiting for one call's limit at most (red team round 21).
-                with self._gpu.shared():
+                # other judges' timings waiting for one call's limit at most (red team round 21). A shape's first
+                # call (Triton's JIT, an autotuner: seconds) is a long hold, which a timing waits out without
+                # holding the other judges' checks back meanwhile.
+                with self._gpu.shared(long=not seen):
                     # last, the previous inputs with a few elements changed: a result cached under a sampled
                     # fingerprint of the inputs is stale here
                     if seed is None:
@@ -610,9 +612,9 @@ class Judge:
                 result.cases_checked += 1
         if bench:  # each bench shape's first call (its compile: Triton's ptxas, an autotuner) is made here, so no
             for case in task.cases("bench"):  # new process of the worker's belongs in the timing (red team round 49),
-                with self._gpu.shared():  # on inputs with a few elements changed: structure in how they are drawn
-                    # (rotary tables derived from one integer a token) is no shortcut at sizes no test shape has
-                    # (red team round 62)
+                with self._gpu.shared(long=True):  # its first call: a long hold. On inputs with a few elements
+                    # changed: structure in how they are drawn (rotary tables derived from one integer a token) is
+                    # no shortcut at sizes no test shape has (red team round 62)
                     pristine = _perturbed(task.reference.make_inputs(case.shape, secrets.randbits(31),
                                                                      self.device.torch_device),
                                           getattr(task.reference, "unperturbed", ()))
@@ -648,7 +650,7 @@ class Judge:
                 del inputs
                 if not hasattr(solution, "ncu"):
                     raise RuntimeError(f"no profile: isolation={self.isolation!r} has no Nsight Compute replay yet")
-                with self._gpu.profiler(), self._gpu.shared():
+                with self._gpu.profiler(), self._gpu.shared(long=True):
                     csv = solution.ncu(case.shape, specs, NCU_CALLS, NCU_LIMIT_S)
                 profile.kernels = summarise(parse_ncu_csv(csv), NCU_CALLS)
                 if not profile.kernels:

@@ -8,6 +8,14 @@ UUID (an index changes with CUDA_VISIBLE_DEVICES; the UUID does not). Workers ca
 have a /tmp of their own. A waiting timing keeps new checks out, in this process (a condition) and across
 processes (a turnstile file every taker passes), so it is never starved.
 
+A hold of seconds (an Nsight Compute replay, a reference's torch.compile) is `shared(long=True)`: a timing waits it
+out, but the short checks of the other judges are not held back behind that waiting timing meanwhile. Writer
+preference behind a long hold had stalled the whole GPU: in a batch of 4 slots on an H200 (2026-11-28) one slot's
+evidence replay (10-20 s) with another's timing waiting on it kept every slot's checks out, the GPU idle (NVML's
+utilization median 0), correctness 8 s per evaluation against 1 s for a judge alone. A timing first waits for the
+long holds to end (a `long` lock file, taken shared by each long hold and alone by a timing before its turnstile),
+and only then keeps new checks out; a long hold that comes while a timing waits queues as a check does.
+
 Nsight Compute replays (the evidence pass, profile feedback) also run one at a time per GPU (`profiler`): ncu
 serializes its sessions with a lock file in /tmp, and each worker has a /tmp of its own, so concurrent replays
 met on the GPU's counters and were killed (ncu exit 9, no output: three honest kernels failed the evidence pass
@@ -55,39 +63,67 @@ class GPULock:
     def __init__(self, key: str | None = None):
         self._cond = threading.Condition()
         self._readers = 0
+        self._long_readers = 0  # of `_readers`
         self._writer = False
         self._waiting_writers = 0
+        self._gated = 0  # timings waiting for the long holds to end
         self._files = None if key is None else {kind: lock_folder() / f"{key}.{kind}"
-                                                 for kind in ("turnstile", "lock", "profiler")}
+                                                 for kind in ("turnstile", "lock", "profiler", "long")}
         self._profiler = threading.Lock()
 
     @contextlib.contextmanager
-    def shared(self):
+    def shared(self, long: bool = False):
+        """A hold beside other checks; `long` for one of seconds (see the module's docstring)."""
         with self._cond:
-            self._cond.wait_for(lambda: not self._writer and not self._waiting_writers)
+            if long:  # behind any timing, waiting or not
+                self._cond.wait_for(lambda: not self._writer and not self._waiting_writers and not self._gated)
+            else:  # a waiting timing keeps new checks out, except while a long hold makes it wait anyway
+                self._cond.wait_for(lambda: not self._writer and (not self._waiting_writers or self._long_readers))
             self._readers += 1
+            self._long_readers += long
         try:
-            with self._across_processes(fcntl.LOCK_SH):
+            with (self._file("long", fcntl.LOCK_SH) if long else contextlib.nullcontext(),
+                  self._across_processes(fcntl.LOCK_SH)):
                 yield
         finally:
             with self._cond:
                 self._readers -= 1
+                self._long_readers -= long
                 self._cond.notify_all()
 
     @contextlib.contextmanager
     def exclusive(self):
+        # First the long holds end, this process's (no new one starts meanwhile) and then every process's (the
+        # `long` file), while short checks go on; only then does this timing keep new checks out.
         with self._cond:
-            self._waiting_writers += 1
-            self._cond.wait_for(lambda: not self._writer and not self._readers)
-            self._waiting_writers -= 1
-            self._writer = True
-        try:
-            with self._across_processes(fcntl.LOCK_EX):
-                yield
-        finally:
-            with self._cond:
-                self._writer = False
-                self._cond.notify_all()
+            self._gated += 1
+            try:
+                self._cond.wait_for(lambda: not self._long_readers)
+            except BaseException:
+                self._gated -= 1
+                raise
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(self._file("long", fcntl.LOCK_EX))
+            finally:
+                with self._cond:
+                    self._gated -= 1
+                    self._waiting_writers += 1
+            try:
+                with self._cond:
+                    self._cond.wait_for(lambda: not self._writer and not self._readers)
+                    self._writer = True
+            finally:
+                with self._cond:
+                    self._waiting_writers -= 1
+                    self._cond.notify_all()
+            try:
+                with self._across_processes(fcntl.LOCK_EX):
+                    yield
+            finally:
+                with self._cond:
+                    self._writer = False
+                    self._cond.notify_all()
 
     @contextlib.contextmanager
     def profiler(self):

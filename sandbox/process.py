@@ -313,7 +313,7 @@ def time_reference_in_worker(device: Device, task: Task | str, shape: dict, kind
     worker = _take_worker(device, limits, replace=False)
     try:
         task_id = task if isinstance(task, str) else task_ref(task)
-        with gpu.shared():
+        with gpu.shared(long=True):  # torch.compile: up to minutes
             worker.call("prepare_reference", (task_id, dict(shape), kind, sets), max(deadline - time.monotonic(), 1.0))
         with gpu.exclusive():
             stats = worker.call("time_reference", (l2_bytes, budget_s), max(deadline - time.monotonic(), 1.0))

@@ -187,6 +187,40 @@ def test_gpu_lock_holds_across_judges_of_other_processes(tmp_path, monkeypatch):
     assert order[2:] == ["my replay done", "their replay"]
 
 
+@pytest.mark.parametrize("across", [False, True], ids=["threads", "processes"])
+def test_a_timing_waits_out_a_long_hold_without_holding_checks_back(tmp_path, monkeypatch, across):
+    """An evidence replay's seconds-long hold and a timing waiting on it kept every check of the GPU out: the GPU
+    sat idle (a batch of 4 slots, H200, 2026-11-28). Two locks of one key stand for two processes' judges."""
+    import threading
+
+    from kerneldojo.sandbox.gpu_lock import GPULock
+
+    monkeypatch.setenv("KERNELDOJO_GPU_LOCKS", str(tmp_path))
+    mine = GPULock("gpu-test") if across else GPULock()
+    theirs, order = GPULock("gpu-test") if across else mine, []
+
+    def timing():
+        with theirs.exclusive():
+            order.append("timed")
+
+    with mine.shared(long=True):
+        waiting = threading.Thread(target=timing)
+        waiting.start()
+        waiting.join(0.3)
+        with theirs.shared():  # a check while the timing waits on the long hold
+            order.append("check")
+        order.append("long hold done")
+    waiting.join(5)
+    assert order == ["check", "long hold done", "timed"]
+    with theirs.exclusive():  # and a long hold waits for a timing, as a check does
+        later = threading.Thread(target=lambda: mine.shared(long=True).__enter__() or order.append("long after"))
+        later.start()
+        later.join(0.3)
+        order.append("timed again")
+    later.join(5)
+    assert order[3:] == ["timed again", "long after"]
+
+
 # -- the JIT allowance ends with the JIT (protocol.PROGRESS) -----------------------------------------------------
 
 # Returns, then hangs in the harness's own code once the call has returned (a profile hook it left on the worker's
