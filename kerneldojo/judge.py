@@ -682,7 +682,11 @@ class Judge:
                         draws.append((e.timed, last_seeds(seeds, refills, e.timed.stats.runs, profile_seeds)))
                     continue
                 draws.append((timed, last_seeds(seeds, refills, timed.stats.runs, profile_seeds)))
-                break
+                if attempt == "again" or not _unsynced(timed.profile, timed.stats.median_ms):
+                    break
+                # Busy beyond the timed stream once: another process's context time-slicing the GPU (a spare worker
+                # starting, one torn down: they take no lock) stretches the profile's intervals; an honest softmax was
+                # flagged so in a batch of 4 slots (H200, 2026-11-28). An unjoined stream does it on every draw.
             # The slower draw is paid: a submission that forces a retime where its first draw was slow gets no
             # second chance at the noise (red team round 54).
             timed = max(draws, key=lambda draw: draw[0].stats.median_ms)[0]
@@ -701,7 +705,8 @@ class Judge:
                 floor_ms=floor_ms(flops, moved, case.dtype, peaks), gpu_before=before, gpu_after=after,
             )  # fmt: skip
             result.timings.append(timing)
-            _check_timing(task, timing, floor_ms(flops, moved, case.dtype, sheet), set_bytes)
+            _check_timing(task, timing, floor_ms(flops, moved, case.dtype, sheet), set_bytes,
+                          unsynced_in_every_draw=all(_unsynced(d.profile, d.stats.median_ms) for d, _ in draws))
             del inputs, template, timed, draws
         result.timed = True
         result.speedup = _geomean([t.speedup for t in result.timings])
@@ -966,15 +971,22 @@ def _differ_visibly(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype, atol: 
     return bool(((a != b) & ((a.abs() > atol) | (b.abs() > atol)) & resolved).any())
 
 
-def _check_timing(task: Task, timing: CaseTiming, sheet_floor_ms: float | None, data_bytes: int = 0) -> None:
+def _unsynced(profile: ProfileStats | None, median_ms: float) -> bool:
+    """The GPU busy beyond the timed stream's time (work on another stream the call did not join)."""
+    return bool(profile and profile.busy_ms > UNSYNCED_SLACK * median_ms + 0.005)
+
+
+def _check_timing(task: Task, timing: CaseTiming, sheet_floor_ms: float | None, data_bytes: int = 0,
+                  unsynced_in_every_draw: bool = True) -> None:
     """The judge's checks on one case's timing: physical floor, vendor kernels, who did the work. `data_bytes`: one
-    call's inputs and outputs (the host-copy bound's measure)."""
+    call's inputs and outputs (the host-copy bound's measure). `unsynced_in_every_draw`: a second timing of the case,
+    made where the first looked unsynchronized, looked so too (the figures paid are the slower draw's)."""
     fired = {}
     if sheet_floor_ms and timing.scored_ms < FLOOR_SLACK * sheet_floor_ms:
         detail = f"{timing.case}: {timing.scored_ms * 1e3:.2f} µs against a floor of {sheet_floor_ms * 1e3:.2f} µs"
         fired["below_floor"] = message("below_floor", detail)
     profile: ProfileStats | None = timing.profile
-    if profile and profile.busy_ms > UNSYNCED_SLACK * timing.submission.median_ms + 0.005:
+    if unsynced_in_every_draw and _unsynced(profile, timing.submission.median_ms):
         detail = (f"{timing.case}: the GPU was busy {profile.busy_ms * 1e3:.1f} µs per call, the timed stream "
                   f"{timing.submission.median_ms * 1e3:.1f} µs")
         fired["unsynchronized_stream"] = message("unsynchronized_stream", detail)
