@@ -13,8 +13,9 @@ out, but the short checks of the other judges are not held back behind that wait
 preference behind a long hold had stalled the whole GPU: in a batch of 4 slots on an H200 (2026-11-28) one slot's
 evidence replay (10-20 s) with another's timing waiting on it kept every slot's checks out, the GPU idle (NVML's
 utilization median 0), correctness 8 s per evaluation against 1 s for a judge alone. A timing first waits for the
-long holds to end (a `long` lock file, taken shared by each long hold and alone by a timing before its turnstile),
-and only then keeps new checks out; a long hold that comes while a timing waits queues as a check does.
+long holds to end (a `long` lock file, taken shared by each long hold and alone by a timing, with a turnstile of its
+own), and only then keeps new checks out; a long hold that comes while a timing waits queues behind it, in any
+process.
 
 Nsight Compute replays (the evidence pass, profile feedback) also run one at a time per GPU (`profiler`): ncu
 serializes its sessions with a lock file in /tmp, and each worker has a /tmp of its own, so concurrent replays
@@ -56,6 +57,9 @@ def _flocked(path: Path, how: int) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+TURNSTILES = {"lock": "turnstile", "long": "long-turnstile"}
+
+
 class GPULock:
     """Many correctness checks at once (`shared`), or one timing alone (`exclusive`), among this process's
     threads and, with a `key` (the GPU's UUID), every process of this host that uses the same key."""
@@ -68,7 +72,7 @@ class GPULock:
         self._waiting_writers = 0
         self._gated = 0  # timings waiting for the long holds to end
         self._files = None if key is None else {kind: lock_folder() / f"{key}.{kind}"
-                                                 for kind in ("turnstile", "lock", "profiler", "long")}
+                                                 for kind in ("lock", "long", *TURNSTILES.values(), "profiler")}
         self._profiler = threading.Lock()
 
     @contextlib.contextmanager
@@ -82,8 +86,8 @@ class GPULock:
             self._readers += 1
             self._long_readers += long
         try:
-            with (self._file("long", fcntl.LOCK_SH) if long else contextlib.nullcontext(),
-                  self._across_processes(fcntl.LOCK_SH)):
+            with (self._queued("long", fcntl.LOCK_SH) if long else contextlib.nullcontext(),
+                  self._queued("lock", fcntl.LOCK_SH)):
                 yield
         finally:
             with self._cond:
@@ -94,36 +98,37 @@ class GPULock:
     @contextlib.contextmanager
     def exclusive(self):
         # First the long holds end, this process's (no new one starts meanwhile) and then every process's (the
-        # `long` file), while short checks go on; only then does this timing keep new checks out.
-        with self._cond:
-            self._gated += 1
-            try:
+        # `long` file, queued), while short checks go on; only then does this timing keep new checks out. Whatever
+        # raises on the way (a caller's timeout, a lock file that cannot be opened) leaves the counts as they were
+        # (red team round 98: a leaked waiting count kept every later check of the process out).
+        gated = waiting = False
+        try:
+            with self._cond:
+                self._gated += 1
+                gated = True
                 self._cond.wait_for(lambda: not self._long_readers)
-            except BaseException:
-                self._gated -= 1
-                raise
-        with contextlib.ExitStack() as held:
-            try:
-                held.enter_context(self._file("long", fcntl.LOCK_EX))
-            finally:
+            with self._queued("long", fcntl.LOCK_EX):
                 with self._cond:
                     self._gated -= 1
+                    gated = False
                     self._waiting_writers += 1
-            try:
-                with self._cond:
+                    waiting = True
                     self._cond.wait_for(lambda: not self._writer and not self._readers)
-                    self._writer = True
-            finally:
-                with self._cond:
                     self._waiting_writers -= 1
-                    self._cond.notify_all()
-            try:
-                with self._across_processes(fcntl.LOCK_EX):
-                    yield
-            finally:
-                with self._cond:
-                    self._writer = False
-                    self._cond.notify_all()
+                    waiting = False
+                    self._writer = True
+                try:
+                    with self._queued("lock", fcntl.LOCK_EX):
+                        yield
+                finally:
+                    with self._cond:
+                        self._writer = False
+                        self._cond.notify_all()
+        finally:
+            with self._cond:
+                self._gated -= gated
+                self._waiting_writers -= waiting
+                self._cond.notify_all()
 
     @contextlib.contextmanager
     def profiler(self):
@@ -132,10 +137,13 @@ class GPULock:
             yield
 
     @contextlib.contextmanager
-    def _across_processes(self, how: int) -> Iterator[None]:
+    def _queued(self, kind: str, how: int) -> Iterator[None]:
+        """`kind`'s file ("lock" or "long") taken `how` behind its turnstile, which a taker holds while it waits:
+        later takers of any process queue behind a waiting timing (flock alone lets new shared holds pass a waiting
+        exclusive one: red team round 98, another process's overlapping long holds starved a timing)."""
         with contextlib.ExitStack() as held:
-            with self._file("turnstile", fcntl.LOCK_EX):  # held while waiting: later takers queue behind this one
-                held.enter_context(self._file("lock", how))
+            with self._file(TURNSTILES[kind], fcntl.LOCK_EX):
+                held.enter_context(self._file(kind, how))
             yield
 
     def _file(self, kind: str, how: int) -> contextlib.AbstractContextManager:

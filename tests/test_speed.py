@@ -1,6 +1,8 @@
 """Issue 14: the phase breakdown, the result cache, limits that fit the work, the timing's stopping rule.
 No timing thresholds: these check what is recorded and decided, not how fast."""
 
+import time
+
 import pytest
 import submissions as subs
 
@@ -219,6 +221,64 @@ def test_a_timing_waits_out_a_long_hold_without_holding_checks_back(tmp_path, mo
         order.append("timed again")
     later.join(5)
     assert order[3:] == ["timed again", "long after"]
+
+
+def test_another_processs_overlapping_long_holds_do_not_starve_a_timing(tmp_path, monkeypatch):
+    """Red team round 98: flock lets new shared holds pass a waiting exclusive one, so one judge process's slots,
+    their long holds overlapping, kept another process's timing out for as long as they went on."""
+    import threading
+
+    from kerneldojo.sandbox.gpu_lock import GPULock
+
+    monkeypatch.setenv("KERNELDOJO_GPU_LOCKS", str(tmp_path))
+    theirs, mine, timed, stop = GPULock("gpu-test"), GPULock("gpu-test"), [], threading.Event()
+
+    def their_slot():
+        while not stop.is_set():
+            with theirs.shared(long=True):
+                time.sleep(0.4)
+
+    slots = [threading.Thread(target=their_slot) for _ in range(2)]
+    slots[0].start()
+    time.sleep(0.2)
+    slots[1].start()  # from now on their holds overlap
+    started = time.monotonic()
+    with mine.exclusive():
+        timed.append(time.monotonic() - started)
+    stop.set()
+    for slot in slots:
+        slot.join(5)
+    assert timed and timed[0] < 3.0, timed  # two of their holds' length at most, not until they stop
+
+
+@pytest.mark.parametrize("refused_file", ["long", "lock"])
+def test_a_timing_that_fails_to_take_the_lock_leaves_the_checks_free(tmp_path, monkeypatch, refused_file):
+    """Red team round 98: an `exclusive()` that raised while it waited (a caller's timeout, a lock folder removed)
+    left a waiting count behind, and every later check of the process waited on it for ever."""
+    import threading
+
+    from kerneldojo.sandbox import gpu_lock
+
+    monkeypatch.setenv("KERNELDOJO_GPU_LOCKS", str(tmp_path))
+    lock = gpu_lock.GPULock("gpu-test")
+    real = gpu_lock._flocked
+
+    def refused(path, how):
+        if path.name.endswith(f".{refused_file}"):
+            raise RuntimeError("judge: cannot open the GPU lock file")
+        return real(path, how)
+
+    monkeypatch.setattr(gpu_lock, "_flocked", refused)
+    with pytest.raises(RuntimeError, match="cannot open"), lock.exclusive():
+        pass
+    monkeypatch.setattr(gpu_lock, "_flocked", real)
+    entered = []
+    check = threading.Thread(target=lambda: lock.shared().__enter__() or entered.append(True), daemon=True)
+    check.start()
+    check.join(3)
+    assert entered, "a check waited on the failed timing"
+    with lock.shared(long=True), lock.shared():
+        pass
 
 
 # -- the JIT allowance ends with the JIT (protocol.PROGRESS) -----------------------------------------------------
