@@ -235,8 +235,9 @@ def _oom_first() -> str | bool:
     """The OOM killer's first choice, before any fork: a worker's memory can sit in its tmpfs folders, in no
     process's RSS, so a killer choosing by RSS took the judge instead (red team round 97: a worker holding 2.5 GiB of
     tmpfs at 318 MB RSS, the judge, a trainer's process, killed). 1000 also sets the floor the value may be lowered
-    to where this process has CAP_SYS_RESOURCE (a root judge's worker, before it drops it): locked for every
-    process below. An unprivileged judge's worker could write it back down."""
+    to where this process has CAP_SYS_RESOURCE (the judge's own capability, before the worker drops it): locked for
+    every process below. Without it (a container's default set) a worker whose /proc is the host's (GPU mode) can
+    write it back down (docs/threat-model.md, Open)."""
     try:
         Path("/proc/self/oom_score_adj").write_text("1000")
         with open("/proc/self/status") as f:
