@@ -149,9 +149,12 @@ HARNESS_KERNELS = frozenset({GATE_KERNEL, FLUSH_KERNEL, ALIGN_KERNEL})  # each c
 def profile_calls(calls: Sequence[Callable[[], object]], device: torch.device, l2_bytes: int,
                   before: Callable[[], None] | None = None) -> list[KernelInterval]:
     """Run each call once under the profiler as in the timed loop: L2 flushed before each, and the GPU
-    held by the host gate until every call is queued (so the host's launches leave no gaps, which a
-    collective's peer would spend spinning in its barrier); the device synchronized around the window.
-    `before` queues harness work ahead of each call (a collective's ranks aligned on the GPU)."""
+    held by the host gate until the call is queued (so the host's launches leave no gaps, which a
+    collective's peer would spend spinning in its barrier); the device synchronized after each call, as the
+    timed loop does: work a call left running on a stream it did not join would otherwise overlap the next calls'
+    and count once in the busy time for several calls (red team round 100: side work on a stream of its own each
+    call, paid 1.5x under its time). `before` queues harness work ahead of each call (a collective's ranks aligned
+    on the GPU)."""
     from torch.profiler import ProfilerActivity, profile
 
     from kerneldojo.graders.timing import HostGate, L2Flush
@@ -159,21 +162,21 @@ def profile_calls(calls: Sequence[Callable[[], object]], device: torch.device, l
     flush, gate = L2Flush(device, l2_bytes), HostGate(device)
     torch.cuda.synchronize(device)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        gate.close()
         for call in calls:
+            gate.close()
             flush()
             if before is not None:
                 before()
             call()
-        gate.open()
-        torch.cuda.synchronize(device)
+            gate.open()
+            torch.cuda.synchronize(device)
     kernels = []  # and copies and memsets: the work a call hides on the host shows as its copies (round 43)
     for e in prof.profiler.kineto_results.events():
         if e.device_type() != torch.autograd.DeviceType.CUDA:
             continue
         kernels.append(KernelInterval(e.name(), e.device_resource_id(), e.start_ns(), e.end_ns()))
     aligns = len(calls) if before is not None else 0
-    return without_harness_launches(kernels, {GATE_KERNEL: 1, FLUSH_KERNEL: len(calls), ALIGN_KERNEL: aligns})
+    return without_harness_launches(kernels, {GATE_KERNEL: len(calls), FLUSH_KERNEL: len(calls), ALIGN_KERNEL: aligns})
 
 
 def without_harness_launches(kernels: list[KernelInterval], launches: dict[str, int]) -> list[KernelInterval]:

@@ -350,3 +350,42 @@ def test_the_harness_own_ops_run_with_no_submission_mode_but_may_push_their_own(
             with torch.device("meta"):  # a problem's make_inputs may use its own device context (a function mode)
                 assert torch.ones(2).device.type == "meta"
         assert mode_depths() == depths and torch.ones(2).tolist() == [2.0, 2.0]  # put back as it was
+
+
+def test_each_profiled_call_ends_before_the_next_is_let_onto_the_gpu(monkeypatch):
+    """Red team round 100: the profiled calls were queued behind one gate, back to back, so work a call left on a
+    stream of its own overlapped the next calls' and counted once in the busy time for several calls (paid 1.5x
+    under its time). Each call is now gated, then the device synchronized, as in the timed loop."""
+    import contextlib
+
+    from kerneldojo.graders import profile as profile_mod
+    from kerneldojo.graders import timing
+
+    order = []
+
+    class Gate:
+        def __init__(self, device):
+            pass
+
+        def close(self):
+            order.append("gate closed")
+
+        def open(self):
+            order.append("gate opened")
+
+    class Record:
+        def events(self):
+            return []
+
+    @contextlib.contextmanager
+    def profiled(activities):
+        yield type("Profile", (), {"profiler": type("Inner", (), {"kineto_results": Record()})()})()
+
+    monkeypatch.setattr(timing, "HostGate", Gate)
+    monkeypatch.setattr(timing, "L2Flush", lambda device, l2_bytes: lambda: order.append("flush"))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: order.append("synchronize"))
+    monkeypatch.setattr(torch.profiler, "profile", profiled)
+    calls = [lambda k=k: order.append(f"call {k}") for k in range(3)]
+    assert profile_mod.profile_calls(calls, torch.device("cpu"), 0) == []
+    each = ["gate closed", "flush", "call {}", "gate opened", "synchronize"]
+    assert order == ["synchronize"] + [step.format(k) for k in range(3) for step in each]

@@ -501,8 +501,8 @@ def test_the_reference_compiles_under_the_shared_hold_and_only_its_timing_holds_
 
     class Lock:
         @contextlib.contextmanager
-        def shared(self):
-            events.append("shared")
+        def shared(self, long=False):
+            events.append("shared, long" if long else "shared")
             yield
             events.append("/shared")
 
@@ -525,7 +525,8 @@ def test_the_reference_compiles_under_the_shared_hold_and_only_its_timing_holds_
     got = process.time_reference_in_worker(resolve_device("cpu"), "vector_add", {"n": 8}, "compiled", 3, 0, 0.5,
                                            None, Lock())
     assert got == stats
-    assert events == ["shared", "prepare_reference", "/shared", "exclusive", "time_reference", "/exclusive", "stop"]
+    assert events == ["shared, long", "prepare_reference", "/shared", "exclusive", "time_reference", "/exclusive",
+                      "stop"]
 
 
 def test_reference_timing_op_runs_only_in_a_clean_worker(judge):
