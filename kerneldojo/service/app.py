@@ -318,7 +318,7 @@ def create_app(config: ServiceConfig, executor: Executor | None = None) -> FastA
 
     @app.get("/batches/{batch_id}", summary="a batch: counts by state and its jobs")
     def show_batch(batch_id: str, who: Caller):
-        jobs = [j for j in queue().jobs.values() if j.batch == batch_id and j.visible_to(who.name)]
+        jobs = [j for j in queue().batch(batch_id) if j.visible_to(who.name)]
         if not jobs:  # no such batch, or none of it is the caller's or public
             raise HTTPException(404, f"no batch {batch_id!r}")
         counts: dict[str, int] = {}

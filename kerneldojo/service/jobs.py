@@ -197,6 +197,12 @@ class JobQueue:
                 raise QuotaExceeded(f"quota of {quota} evaluations for {owner!r} used up ({held} so far)")
             return [self.submit(sub, owner, public, batch) for sub, public in subs]
 
+    def batch(self, batch_id: str) -> list[Job]:
+        """The jobs of one batch, read under the lock (a submit on another thread grows the table: red team round
+        102)."""
+        with self._lock:
+            return [j for j in self.jobs.values() if j.batch == batch_id]
+
     def count(self, owner: str) -> int:
         with self._lock:
             return sum(j.owner == owner for j in self.jobs.values())
