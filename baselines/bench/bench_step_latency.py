@@ -171,6 +171,9 @@ def main() -> None:
         except Exception as e:  # one row failing (a task this machine cannot run) leaves the others
             results.append({"task": task_id, "language": language, "error": f"{type(e).__name__}: {e}"})
         print(results[-1], file=sys.stderr, flush=True)
+        # a run cut by its time limit keeps the rows it finished (the table is written only at the end)
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "step_latency.partial.json").write_text(json.dumps({"rows": results}, indent=1, default=str))
     floor = nvcc_floor(judge.device.arch)
     phases = sorted({n for r in results for n in r.get("phases_mean_s", {})})
     table = [f"nvcc on an empty extern \"C\" file: {report.fmt(floor)} s. Evidence pass: {args.evidence}. Steps per "
