@@ -356,3 +356,17 @@ def test_a_gpumode_output_buffers_shape_is_left_out_of_the_perturbed_check():
     for _ in range(20):
         moved = _perturbed((x, shape), unperturbed=(1,))
         assert torch.equal(moved[1], shape) and not torch.equal(moved[0], x)
+
+
+def test_an_adapted_tasks_allowlist_is_every_aten_operator_whatever_the_process_touched():
+    """Red team round 103: the list came from `dir(torch.ops.aten)`, which holds only what the process had touched,
+    so a fresh judge lacked `scaled_dot_product_attention` (library math) and judged an honest problem keeping
+    cuBLAS's GEMM `decoy_kernel`. Read in a fresh interpreter, the list holds every library operator."""
+    import subprocess
+    import sys
+
+    from kerneldojo.judge import LIBRARY_OPS
+
+    code = "from kerneldojo.adapters.kernelbench import _all_aten_ops; print(' '.join(_all_aten_ops()))"
+    fresh = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
+    assert fresh >= LIBRARY_OPS and "aten.scaled_dot_product_attention" in fresh

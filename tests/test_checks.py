@@ -326,11 +326,14 @@ def test_the_harness_launches_are_left_out_of_the_profile_and_cannot_hide_work()
     window = [k("kerneldojo_flush_l2", 0), k("kerneldojo_align_ranks", 10), k("push", 20), k("kerneldojo_flush_l2", 30),
               k("kerneldojo_align_ranks", 40), k("kerneldojo_align_ranks", 50), k("sum", 60)]
     kept = without_harness_launches(window, flushes)
-    assert [x.start_ns for x in kept] == [20, 50, 60]  # a submission's kernel of the align's name still counts
+    # a submission's kernel of the align's name: one launch too many, so every launch of that name counts
+    assert [x.start_ns for x in kept] == [10, 20, 40, 50, 60]
     assert without_harness_launches(window[2:3], flushes) == window[2:3]
-    # A long kernel named like the harness's flush: the harness's two short flushes are left out, not it.
-    disguised = k("kerneldojo_flush_l2", 100, length=5000)
-    assert disguised in without_harness_launches([*window, disguised], flushes)
+    assert without_harness_launches(window[:1], flushes) == []  # fewer than made (a record lost): all the harness's
+    # Red team round 103: a short kernel of the submission's named like the harness's, beside longer harness launches
+    # that overlap other work, was left out in their place; now no launch of the name is left out.
+    disguised = k("kerneldojo_flush_l2", 100, length=5)
+    assert {x.start_ns for x in without_harness_launches([*window, disguised], flushes)} >= {0, 30, 100}
 
 
 def test_the_harness_own_ops_run_with_no_submission_mode_but_may_push_their_own():

@@ -52,7 +52,13 @@ make_inputs, reference, flops, bytes_moved = _kd_runtime.kernelbench_reference(g
 
 @functools.cache
 def _all_aten_ops() -> tuple[str, ...]:
-    return tuple(sorted(f"aten.{n}" for n in dir(torch.ops.aten) if re.fullmatch(r"[a-z_]\w*", n)))
+    """Every aten operator torch registers, from the dispatcher: `torch.ops.aten`'s attributes are made as they are
+    first touched, so its `dir()` listed what the process had used so far, and an adapted task's allowlist depended
+    on the judge's history (red team round 103: without `scaled_dot_product_attention`, an honest problem keeping
+    cuBLAS's GEMM was judged `decoy_kernel`)."""
+    names = {n.removeprefix("aten::").split(".", 1)[0] for n in torch._C._dispatch_get_all_op_names()
+             if n.startswith("aten::")}
+    return tuple(sorted(f"aten.{n}" for n in names if re.fullmatch(r"[a-z_]\w*", n)))
 
 
 def load(path: str | Path, check_degenerate: bool = True) -> Problem:
