@@ -76,6 +76,7 @@ class CollectiveSolution:
 
     def __init__(self, devices: list[torch.device], make_worker: Callable, buffer_bytes: int):
         self.devices = devices
+        self._closed_flags: dict[str, str] = {}  # the ranks' `seen_flags` as `close` found them
         self._pool = cf.ThreadPoolExecutor(len(devices), thread_name_prefix="kerneldojo-rank")
         starting = [self._pool.submit(make_worker, d) for d in devices]
         cf.wait(starting)
@@ -99,9 +100,9 @@ class CollectiveSolution:
     def seen_flags(self) -> dict[str, str]:
         """Every rank's checks its run replies carried (`WorkerSolution.seen_flags`), closed ranks' too (red team
         round 94: one rank's failure closed them all, and the checks went with them)."""
-        merged = dict(getattr(self, "_closed_flags", {}))
+        merged = dict(self._closed_flags)
         for rank in self.ranks:
-            for check, text in getattr(rank, "seen_flags", {}).items():  # closing never fails on a rank's state
+            for check, text in rank.seen_flags.items():
                 merged.setdefault(check, text)
         return merged
 

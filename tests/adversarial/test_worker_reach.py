@@ -886,7 +886,7 @@ def test_a_distributed_tasks_ranks_survive_a_retime(monkeypatch):
         closed = False
 
         def __init__(self, r):
-            self.r = r
+            self.r, self.seen_flags = r, {}
 
         def time(self, shape, *rest):
             calls.append(self.r)
@@ -900,7 +900,7 @@ def test_a_distributed_tasks_ranks_survive_a_retime(monkeypatch):
             self.closed = True
 
     solution = object.__new__(CollectiveSolution)
-    solution.devices, solution._pool = ["cpu", "cpu"], cf.ThreadPoolExecutor(2)
+    solution.devices, solution._pool, solution._closed_flags = ["cpu", "cpu"], cf.ThreadPoolExecutor(2), {}
     solution.ranks = ranks = [Rank(0), Rank(1)]
     monkeypatch.setattr(judge_mod, "measured_peaks", lambda device: None)
     monkeypatch.setattr(judge_mod, "datasheet_peaks", lambda name: None)
