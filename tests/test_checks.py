@@ -120,6 +120,37 @@ def test_tampering_sees_the_harness_flush_gate_and_profile_replaced(where, attr)
     assert watch.changed() == []
 
 
+def test_tampering_sees_the_harness_kernels_launch_path_changed_and_not_their_caches_growing():
+    """Red team round 104: an instance `run` on the L2 flush's `JITFunction` ran the submission's work in the flush's
+    place. Whatever the object launches through is guarded: its instance's methods, its class's, what it holds."""
+    from kerneldojo.sandbox.worker import harness as runner
+
+    kernels = runner.harness_kernels()
+    watch = Tampering(objects=kernels)
+    flush = kernels["the L2 flush's kernel"]
+    assert watch.changed() == []
+    flush.run = lambda *args, **kwargs: None
+    try:
+        shadowed = f"the L2 flush's kernel: {type(flush).__name__}.run shadowed by an instance attribute"
+        assert watch.changed() == [shadowed]
+    finally:
+        del flush.run
+    assert watch.changed() == []
+    klass = type(kernels["the host gate's kernel"])
+    owner = next(k for k in klass.__mro__ if "__getitem__" in vars(k))
+    original = vars(owner)["__getitem__"]
+    try:
+        owner.__getitem__ = lambda self, grid: None
+        assert any(c.endswith("__getitem__ replaced") for c in watch.changed()), watch.changed()
+    finally:
+        owner.__getitem__ = original
+    vars(flush).setdefault("_kerneldojo_test_entry", 1)  # a new scalar, as a cache's counter: not a change
+    try:
+        assert watch.changed() == []
+    finally:
+        del vars(flush)["_kerneldojo_test_entry"]
+
+
 def test_same_output_for_different_inputs():
     a, b = torch.zeros(4), torch.ones(4)
     seen = []

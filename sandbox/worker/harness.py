@@ -94,6 +94,17 @@ def guarded_here() -> dict[str, tuple[object, list[str]]]:
     return guard
 
 
+def harness_kernels() -> dict[str, object]:
+    """The harness's own Triton kernels, guarded whole with what they launch through (`watches.ObjectState`): the
+    profile leaves their launches out by name, so a launch of theirs that ran other code hid its work there."""
+    from kerneldojo.graders import timing
+
+    from . import collective
+
+    return {"the L2 flush's kernel": timing._flush_kernel(), "the host gate's kernel": timing._gate_kernel(),
+            "the ranks' alignment kernel": collective._barrier_kernel()}
+
+
 def _reference_dependencies(module) -> dict[str, tuple[object, list[str]]]:
     """What the refills run: the task's `make_inputs` and the torch functions and tensor methods its module's code
     names (a task's own, or an adapted problem's `get_inputs`). The harness refills timed input sets outside the
@@ -141,7 +152,7 @@ class Solution:
         # The refills' inputs come from this function as it is now (red team round 21: a `make_inputs` replaced in
         # the reference module computed each set's answer at its refill, off the clock); replacing it is tampering.
         self._make_inputs = task.reference.make_inputs
-        self._tampering = Tampering({**guarded_here(), **_reference_dependencies(task.reference)})
+        self._tampering = Tampering({**guarded_here(), **_reference_dependencies(task.reference)}, harness_kernels())
         # Before any submission code: a detached grandchild stays a child, seen after each call.
         self._adopting = adopt_orphans()
         self._threads, self._children = live_threads(), set(child_processes())

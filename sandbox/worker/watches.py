@@ -298,14 +298,84 @@ class Tampering:
 
     name = "tampering"
 
-    def __init__(self, guard: dict[str, tuple[object, list[str]]] | None = None):
+    def __init__(self, guard: dict[str, tuple[object, list[str]]] | None = None,
+                 objects: dict[str, object] | None = None):
+        """`objects`: more to guard whole, by name (`ObjectState`): what the harness launches through."""
         self._watch = _guarded(guard or {})
         self._before = {name: _identity(_raw(owner, attr)) for name, (owner, attr) in self._watch.items()}
+        self._objects = {name: ObjectState(value) for name, value in (objects or {}).items()}
 
     def changed(self) -> list[str]:
         return [name for name, (owner, attr) in self._watch.items()
                 if any(a is not b for a, b in zip(_identity(_raw(owner, attr)), self._before[name], strict=True))
-                ] + _rule_holders_replaced()
+                ] + [f"{name}: {where}" for name, state in self._objects.items() if (where := state.changed())
+                     ] + _rule_holders_replaced()
+
+
+_MISSING = object()
+_LEAVES = (int, float, complex, str, bytes, bool, type(None), types.ModuleType, type, torch.Tensor)
+
+
+class ObjectState:
+    """What an object runs through, as taken now: every method of each class in its MRO, every non-scalar value of
+    its attributes and of the dicts, lists and tuples they hold, and theirs in turn (`depth` deep). `changed()` says
+    where a value is no longer the same object, or an instance attribute now shadows a method of its class (red team
+    round 104: the harness's L2-flush kernel, a Triton `JITFunction` that `Tampering` did not guard, got an instance
+    `run` that launched the submission's work in the flush's place, under the flush's name, which the profile leaves
+    out). Counters and other scalars may change; entries added to a dict later (a compile cache's new
+    specialisation) are not checked, those there now are."""
+
+    def __init__(self, root: object, depth: int = 6):
+        self._held: list[tuple[object, str, object, object]] = []  # (owner, "attr"/"item"/"class", key, value)
+        self._instances: list[tuple[object, frozenset[str]]] = []
+        self._take(root, depth, set())
+
+    def _take(self, value: object, depth: int, seen: set[int]) -> None:
+        if depth < 0 or id(value) in seen or isinstance(value, _LEAVES) or _namespace(value):
+            return
+        seen.add(id(value))
+        if isinstance(value, dict):
+            items = list(value.items())
+            self._held += [(value, "item", k, v) for k, v in items if not isinstance(v, _LEAVES[:7])]
+        elif isinstance(value, (list, tuple)):
+            items = list(enumerate(value))
+        else:
+            for klass in type(value).__mro__[:-1]:
+                if id(klass) not in seen:
+                    seen.add(id(klass))
+                    self._held += [(klass, "class", k, v) for k, v in vars(klass).items() if _callable_entry(v)]
+            attributes = getattr(value, "__dict__", None)
+            if not isinstance(attributes, dict):
+                return
+            items = list(attributes.items())
+            self._held += [(value, "attr", k, v) for k, v in items if not isinstance(v, _LEAVES[:7])]
+            self._instances.append((value, frozenset(attributes)))
+        for _, item in items:
+            self._take(item, depth - 1, seen)
+        if isinstance(value, types.FunctionType):  # its code and defaults (`_identity`)
+            self._held += [(value, "get", k, getattr(value, k)) for k in ("__code__", "__defaults__", "__kwdefaults__")]
+
+    def changed(self) -> str | None:
+        for owner, kind, key, value in self._held:
+            now = (owner.get(key, _MISSING) if kind == "item" else getattr(owner, key, _MISSING) if kind == "get"
+                   else vars(owner).get(key, _MISSING) if kind == "class"
+                   else getattr(owner, "__dict__", {}).get(key, _MISSING))
+            if now is not value:
+                return f"{type(owner).__name__ if kind != 'class' else owner.__name__}.{key} replaced"
+        for instance, keys in self._instances:
+            for key in set(vars(instance)) - keys:
+                if any(key in vars(klass) for klass in type(instance).__mro__[:-1]):
+                    return f"{type(instance).__name__}.{key} shadowed by an instance attribute"
+        return None
+
+
+def _namespace(value: object) -> bool:
+    """A module's globals (a kernel's `__globals__`): its own functions are guarded by name (`_guarded`)."""
+    return isinstance(value, dict) and "__builtins__" in value and "__name__" in value
+
+
+def _callable_entry(value: object) -> bool:
+    return callable(value) or isinstance(value, (staticmethod, classmethod, property))
 
 
 def _identity(value: object) -> tuple:
