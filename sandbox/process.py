@@ -23,13 +23,17 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import contextlib
+import dataclasses
+import json
 import math
 import multiprocessing.popen_spawn_posix
 import multiprocessing.spawn
 import multiprocessing.util
 import os
+import pickle
 import queue
 import secrets
+import select
 import shutil
 import signal
 import socket
@@ -77,6 +81,7 @@ from .protocol import (
 )  # fmt: skip
 from .worker.environment import kept
 from .worker.loop import serve_socket
+from .worker.template import serve_template
 
 
 class WorkerSolution:
@@ -419,11 +424,8 @@ class _Worker:
         self.sequence = 0
         self.prep: dict | None = None  # an armed evidence replay's case, as the judge drew it
         device_spec = str(device.torch_device) if device.mode == "gpu" else "cpu"
-        self.process = _AllowlistedProcess(target=serve_socket, args=(worker_end, device_spec, str(self.scratch)),
-                                   kwargs={"plan": plan}, daemon=True)
-        # No secret of the judge's goes along: multiprocessing's authkey opens the judge's own listeners.
-        self.process.authkey = secrets.token_bytes(32)
-        _spawner.submit(self.process.start).result()
+        self.process = _spawner.submit(_start_worker, device_spec, str(self.scratch), plan, worker_end,
+                                       worker_control).result()
         worker_control.close()
         worker_end.close()
 
@@ -540,6 +542,148 @@ class _Worker:
         self.handle.close()
         self.cgroup.remove()
         isolation.keep_judge_oom_score()
+
+
+def _start_worker(device_spec: str, scratch: str, plan: isolation.Plan, worker_end: socket.socket, worker_control):
+    """A worker process, forked by the template where one runs (`worker.template`: its imports done once), else
+    spawned; on the spawner thread."""
+    if TEMPLATE:
+        try:
+            return _template().fork(device_spec, scratch, plan, worker_end, worker_control)
+        except TemplateUnavailable:
+            pass  # spawned, as without a template; the next worker starts another
+    process = _AllowlistedProcess(target=serve_socket, args=(worker_end, device_spec, scratch), kwargs={"plan": plan},
+                                  daemon=True)
+    # No secret of the judge's goes along: multiprocessing's authkey opens the judge's own listeners.
+    process.authkey = secrets.token_bytes(32)
+    process.start()
+    return process
+
+
+# Workers come from a template process where KERNELDOJO_WORKER_TEMPLATE is not 0 (the default): a fork of a process
+# that has imported torch, Triton and kerneldojo starts a worker in a fraction of a fresh interpreter's time.
+TEMPLATE = os.environ.get("KERNELDOJO_WORKER_TEMPLATE", "1") != "0"
+TEMPLATE_READY_S = 180.0  # its imports, on a loaded machine; a fork once it is ready takes milliseconds
+TEMPLATE_FORK_S = 20.0
+_templates: list[_Template] = []  # the live one last
+
+
+class TemplateUnavailable(Exception):
+    pass
+
+
+class _Template:
+    """The judge's end of the worker template (`worker.template`): fork requests out, the forked pids (each with a
+    pidfd the template opened before it could reap the child) and exit statuses back, over a SOCK_SEQPACKET pair."""
+
+    def __init__(self):
+        self.sock, template_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.process = _AllowlistedProcess(target=serve_template, args=(template_end,), daemon=True)
+        self.process.authkey = secrets.token_bytes(32)
+        self.process.start()
+        template_end.close()
+        self.ready, self.closed = threading.Event(), threading.Event()
+        self._forked: queue.Queue[_ForkedProcess | None] = queue.Queue()
+        self._children: dict[int, _ForkedProcess] = {}
+        self._lock = threading.Lock()
+        self._ready = False
+        threading.Thread(target=self._read, daemon=True, name="kerneldojo-template").start()
+
+    def fork(self, device_spec: str, scratch: str, plan: isolation.Plan, worker_end: socket.socket, worker_control
+             ) -> _ForkedProcess:  # fmt: skip
+        request = pickle.dumps(("fork", device_spec, scratch, dataclasses.replace(plan, control=None)))
+        try:
+            socket.send_fds(self.sock, [request], [worker_end.fileno(), worker_control.fileno()])
+            child = self._forked.get(timeout=TEMPLATE_FORK_S if self._ready else TEMPLATE_READY_S)
+        except (OSError, queue.Empty):
+            child = None
+        if child is None:
+            self.stop()
+            raise TemplateUnavailable("the worker template did not fork a worker")
+        self._ready = True
+        return child
+
+    def _read(self) -> None:
+        """Its messages, in order: an exit is always read after the fork that made that pid."""
+        try:
+            while True:
+                message, fds, _, _ = socket.recv_fds(self.sock, 1024, 1)
+                if not message:
+                    break
+                kind, pid, *rest = json.loads(message)
+                if kind == "ready":
+                    self.ready.set()
+                elif kind == "forked" and fds:
+                    child = _ForkedProcess(pid, fds[0])
+                    with self._lock:
+                        self._children[pid] = child
+                    self._forked.put(child)
+                elif kind == "exit":
+                    with self._lock:
+                        child = self._children.pop(pid, None)
+                    if child is not None:
+                        child.ended(rest[0])
+        except (OSError, ValueError):
+            pass
+        finally:
+            self.closed.set()
+            self._forked.put(None)
+            with self._lock:
+                lost, self._children = list(self._children.values()), {}
+            for child in lost:  # killed with it (their parent-death signal)
+                child.ended(None)
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(ProcessLookupError, PermissionError, AttributeError, ValueError):
+            os.kill(self.process.pid, signal.SIGKILL)
+        threading.Thread(target=self.process.join, args=(10,), daemon=True).start()
+
+
+def _template() -> _Template:
+    """The live template, started here on its first use (on the spawner thread: its parent-death signal follows the
+    thread that started it)."""
+    if not _templates or _templates[-1].closed.is_set() or not _templates[-1].process.is_alive():
+        _templates.append(_Template())
+    return _templates[-1]
+
+
+class _ForkedProcess:
+    """A worker the template forked, as the judge sees it: alive until its pidfd says it ended; its exit status from
+    the template, which reaps it (None if the template went first: then it was killed with it)."""
+
+    def __init__(self, pid: int, pidfd: int):
+        self.pid, self._pidfd = pid, pidfd
+        self._status: int | None = None
+        self._ended = threading.Event()
+
+    def ended(self, status: int | None) -> None:
+        self._status = status
+        self._ended.set()
+
+    def is_alive(self) -> bool:
+        if self._ended.is_set():
+            return False
+        poll = select.poll()  # not select(): a busy judge's descriptors pass FD_SETSIZE
+        poll.register(self._pidfd, select.POLLIN)
+        return not poll.poll(0)  # readable once it has ended
+
+    @property
+    def exitcode(self) -> int | None:
+        if self.is_alive():
+            return None
+        self._ended.wait(1.0)  # the template's report follows its reap
+        status = self._status
+        if status is None:
+            return -signal.SIGKILL
+        return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._ended.wait(timeout):
+            with contextlib.suppress(OSError):
+                os.close(self._pidfd)
+            self._pidfd = -1
 
 
 # Workers are forked from this one thread, which lives as long as the judge: a worker's parent-death
@@ -687,6 +831,8 @@ def _at_exit() -> None:
     and an arming that ends later stops its own worker."""
     _closing.set()
     _stop_spares()
+    for template in _templates:
+        template.stop()
 
 
 def _stop_spares() -> None:

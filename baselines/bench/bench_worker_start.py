@@ -1,7 +1,8 @@
 """Where a spare worker's start goes, seen from the judge: its synchronous part (cgroup, plan, spawn's fork and exec),
 then the child's interpreter, imports and confinement (until its protections report arrives), its warm-up (the task
 library, the watch's first use, a Triton launch, on a GPU the CUDA context and the harness's kernels: until its
-`READY`), and the first request's round trip. Runs on CPU or GPU.
+`READY`), and the first request's round trip. Runs on CPU or GPU. Workers are forked from the worker template unless
+KERNELDOJO_WORKER_TEMPLATE=0 (then each is spawned, a fresh interpreter); the template's own start comes first.
 
     python baselines/bench/bench_worker_start.py [--workers 3] [--device cpu] [--together]
 
@@ -34,6 +35,12 @@ def main() -> None:
 
     device = resolve_device(args.device)
     os.environ["KERNELDOJO_WORKER_STAGES"] = "1"  # each worker stamps its stages (sandbox/worker/confine.py `stage`)
+    if process.TEMPLATE:  # workers are forked from it (`sandbox/worker/template.py`): its own start, once per judge
+        started = time.time()
+        process._spawner.submit(process._template).result().ready.wait(300)
+        print(json.dumps({"template_ready_s": round(time.time() - started, 3)}), flush=True)
+    else:
+        print(json.dumps({"template": "off (KERNELDOJO_WORKER_TEMPLATE=0): each worker a fresh interpreter"}))
 
     def start() -> tuple[float, process._Worker, float]:
         started = time.time()

@@ -146,6 +146,7 @@ class Plan:
     cgroup: dict[str, str | None] = field(default_factory=dict)  # controller -> description or None
     cgroup_errors: dict[str, str] = field(default_factory=dict)
     judge_pid: int | None = None  # its /proc/<pid> read-only where the worker sees the host's /proc
+    template_pid: int | None = None  # the same for the worker template that forked this worker
 
 
 def unescape(path: str) -> str:
@@ -492,9 +493,11 @@ def _setup_mounts(plan: Plan, redirect_output, own_proc: bool) -> str:
             _mount("/dev/null", f"{new}/proc/sysrq-trigger", None, MS_BIND)
         # The judge's own files too: a root judge's are root's (it is undumpable), which a worker of a root judge is
         # outside, and oom_score_adj needs nothing more to be raised (round 41: the judge, the OOM killer's first).
-        if plan.judge_pid and os.path.isdir(f"{new}/proc/{plan.judge_pid}"):
-            _mount(f"{new}/proc/{plan.judge_pid}", f"{new}/proc/{plan.judge_pid}", None, MS_BIND)
-            _make_readonly(f"{new}/proc/{plan.judge_pid}")
+        # And the worker template's (`worker.template`), every worker's parent's parent.
+        for pid in (plan.judge_pid, plan.template_pid):
+            if pid and os.path.isdir(f"{new}/proc/{pid}"):
+                _mount(f"{new}/proc/{pid}", f"{new}/proc/{pid}", None, MS_BIND)
+                _make_readonly(f"{new}/proc/{pid}")
     stage("proc")
     if plan.gpu:  # the CUDA driver and NVML read the GPU's PCI topology and NUMA nodes from /sys
         os.makedirs(f"{new}/sys", exist_ok=True)
