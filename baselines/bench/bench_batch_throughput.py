@@ -16,11 +16,14 @@ Writes OUT_DIR/batch_throughput.json and .md.
 
 from __future__ import annotations
 
+import _thread
 import argparse
+import os
 import resource
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -83,10 +86,13 @@ def batch(count: int, gpu: bool, tasks: list[str]) -> list[tuple[str, str, str, 
 
 
 def cpu_seconds() -> dict[str, float]:
-    """User + system CPU seconds so far of this process (the judge's, all its threads) and of its reaped children
-    (workers, nvcc, ncu)."""
-    return {who: sum(resource.getrusage(kind)[:2])
-            for who, kind in (("judge", resource.RUSAGE_SELF), ("children", resource.RUSAGE_CHILDREN))}
+    """User + system CPU seconds so far of this process (the judge's, all its threads) and of the whole host (from
+    /proc/stat: the workers are the worker template's children, whose reaped time never reaches this process's
+    RUSAGE_CHILDREN; on a machine lent to this run alone, the rest is noise)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    busy = sum(fields) - fields[3] - fields[4]  # all but idle and iowait
+    return {"judge": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), "host": busy / os.sysconf("SC_CLK_TCK")}
 
 
 def main() -> None:
@@ -107,7 +113,7 @@ def main() -> None:
                              "machine that has judged these tasks before (reference times are kept on disk)")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    from kerneldojo.batch.pool import GPUPool, cpu_cores, parse_devices
+    from kerneldojo.batch.pool import GPUPool, parse_devices
 
     gpu = parse_devices(args.devices)[0].device != "cpu"
     jobs = batch(16 if args.quick else args.count, gpu, args.tasks.split(","))
@@ -136,22 +142,38 @@ def main() -> None:
         kwargs["result_cache"] = results
         with GPUPool(args.devices, workers_per_gpu=args.workers_per_gpu, coalesce=False, **kwargs) as pool:
             kinds, seconds, failures = {}, {}, {}
-            for outcome in pool.imap_unordered(items(), window=len(pool) + 2):
-                status = outcome.result.status if outcome.result else "judge_error"
-                kinds.setdefault(outcome.tag, {}).setdefault(status, 0)
-                kinds[outcome.tag][status] += 1
-                if outcome.result:
-                    seconds.setdefault(status, []).append(outcome.result.wall_s)
-                    if outcome.tag not in failures and outcome.tag in ("correct", "hang") and status not in (
-                            "ok", "timeout"):  # fmt: skip
-                        failures[outcome.tag] = " | ".join(outcome.result.messages)[:2000]
-                else:
-                    failures.setdefault("judge_error", str(outcome.error)[:2000])
+            # At the budget's end what finished is reported, whatever is still in flight (a hang near the end ran
+            # past its limits' sum and the whole run was lost to the caller's timeout: 2026-11-28 13:40).
+            ends = threading.Timer(args.budget_s or float("inf"), _thread.interrupt_main) if args.budget_s else None
+            if ends is not None:
+                ends.daemon = True
+                ends.start()
+            try:
+                for outcome in pool.imap_unordered(items(), window=len(pool) + 2):
+                    status = outcome.result.status if outcome.result else "judge_error"
+                    kinds.setdefault(outcome.tag, {}).setdefault(status, 0)
+                    kinds[outcome.tag][status] += 1
+                    if outcome.result:
+                        seconds.setdefault(status, []).append(outcome.result.wall_s)
+                        if outcome.tag not in failures and outcome.tag in ("correct", "hang") and status not in (
+                                "ok", "timeout"):  # fmt: skip
+                            failures[outcome.tag] = " | ".join(outcome.result.messages)[:2000]
+                    else:
+                        failures.setdefault("judge_error", str(outcome.error)[:2000])
+            except KeyboardInterrupt:
+                print("the budget ended with evaluations in flight: what finished is reported", file=sys.stderr)
+            if ends is not None:
+                ends.cancel()
             summary, described = pool.stats.summary(), pool.describe()
-    wall = time.perf_counter() - started
-    # every worker has ended and been reaped by now: its CPU time is in RUSAGE_CHILDREN
-    cpu = {who: round((after - before) / max(1, summary["evaluations"]), 2)
-           for (who, after), before in zip(cpu_seconds().items(), cpu_started.values())}
+            wall = time.perf_counter() - started
+            cpu = {who: round((after - before) / max(1, summary["evaluations"]), 2)
+                   for (who, after), before in zip(cpu_seconds().items(), cpu_started.values())}
+            _report(args, jobs, kinds, seconds, failures, summary, described, wall, cpu)
+
+
+def _report(args, jobs, kinds, seconds, failures, summary, described, wall, cpu) -> None:
+    from kerneldojo.batch.pool import cpu_cores
+
     summary["cpu_s_per_evaluation"] = cpu
     submitted = sum(n for v in kinds.values() for n in v.values())
     rate = summary["evaluations_per_gpu_hour"] or summary["evaluations_per_hour"]
@@ -160,7 +182,7 @@ def main() -> None:
              f"{summary['wall_s']:.1f} s "
              f"({wall:.1f} s with set-up): **{report.fmt(rate, '.0f')} evaluations per "
              f"{'GPU-hour' if summary['gpus'] else 'hour (CPU mode)'}**, {summary['reused']} reused; CPU seconds "
-             f"per evaluation: the judge's process {cpu['judge']}, its workers and tools {cpu['children']} "
+             f"per evaluation: the judge's process {cpu['judge']}, the whole host {cpu['host']} "
              f"({cpu_cores()} cores).", "",
              "| submission kind | verdicts |", "|---|---|"]
     table += [f"| {kind} | {', '.join(f'{s} {n}' for s, n in sorted(v.items()))} |"
