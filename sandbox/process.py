@@ -530,10 +530,14 @@ class _Worker:
         # Single use: no graceful exit to wait for. The worker is pid 1 of its own pid namespace
         # where the kernel allows one (killing it ends everything inside), and is in a cgroup where
         # one could be made; the process group catches the rest.
-        self.handle.kill(self.process.is_alive())
+        alive = self.process.is_alive()
+        self.handle.kill(alive)
         self.cgroup.kill()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+        # Only while it lives: once reaped (a template reaps its workers within 50 ms), its pid may be another
+        # worker's, which leads a group of its own (red team round 105, reasoned).
+        if alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
         # Reap it off the critical path; the exit code is read only after a death or a timeout.
         threading.Thread(target=self._reap, daemon=True).start()
 

@@ -127,7 +127,7 @@ def test_tampering_sees_the_harness_kernels_launch_path_changed_and_not_their_ca
 
     kernels = runner.harness_kernels()
     watch = Tampering(objects=kernels)
-    flush = kernels["the L2 flush's kernel"]
+    flush = kernels["the L2 flush's kernel"]()
     assert watch.changed() == []
     flush.run = lambda *args, **kwargs: None
     try:
@@ -136,7 +136,7 @@ def test_tampering_sees_the_harness_kernels_launch_path_changed_and_not_their_ca
     finally:
         del flush.run
     assert watch.changed() == []
-    klass = type(kernels["the host gate's kernel"])
+    klass = type(kernels["the host gate's kernel"]())
     owner = next(k for k in klass.__mro__ if "__getitem__" in vars(k))
     original = vars(owner)["__getitem__"]
     try:
@@ -149,6 +149,31 @@ def test_tampering_sees_the_harness_kernels_launch_path_changed_and_not_their_ca
         assert watch.changed() == []
     finally:
         del vars(flush)["_kerneldojo_test_entry"]
+
+
+@pytest.mark.parametrize("how", ["pre_run_hook", "launch_hook", "cache_cleared"])
+def test_tampering_sees_code_hooked_onto_the_harness_kernels_launches(how):
+    """Red team round 105: a hook on the flush's own list, one on Triton's global launch hook, and the kernel's cache
+    cleared (the next call makes a look-alike) each ran the submission's code at the flush's and the gate's launches."""
+    from triton import knobs
+
+    from kerneldojo.graders import timing
+    from kerneldojo.sandbox.worker import harness as runner
+
+    watch = Tampering(objects=runner.harness_kernels())
+    hook, flush = (lambda *args, **kwargs: None), timing._flush_kernel()
+    hooks = flush.pre_run_hooks if how == "pre_run_hook" else knobs.runtime.launch_enter_hook.calls
+    try:
+        if how == "cache_cleared":
+            timing._flush_kernel.cache_clear()
+            assert watch.changed() == ["the L2 flush's kernel: another JITFunction in its place"]
+        else:
+            hooks.append(hook)
+            assert watch.changed() and "a list it holds has other items" in watch.changed()[0], watch.changed()
+    finally:
+        if hook in hooks:
+            hooks.remove(hook)
+    assert Tampering(objects=runner.harness_kernels()).changed() == []
 
 
 def test_same_output_for_different_inputs():

@@ -94,15 +94,23 @@ def guarded_here() -> dict[str, tuple[object, list[str]]]:
     return guard
 
 
-def harness_kernels() -> dict[str, object]:
-    """The harness's own Triton kernels, guarded whole with what they launch through (`watches.ObjectState`): the
-    profile leaves their launches out by name, so a launch of theirs that ran other code hid its work there."""
+def harness_kernels() -> dict[str, Callable[[], object]]:
+    """The harness's own Triton kernels, each as the call the harness gets it by, and Triton's knobs (its launch
+    hooks), guarded whole (`watches.ObjectState`): the profile leaves the kernels' launches out by name, so a launch of
+    theirs that ran other code hid its work there (red team rounds 104, 105)."""
+    from triton import knobs
+
     from kerneldojo.graders import timing
 
     from . import collective
 
-    return {"the L2 flush's kernel": timing._flush_kernel(), "the host gate's kernel": timing._gate_kernel(),
-            "the ranks' alignment kernel": collective._barrier_kernel()}
+    guarded: dict[str, Callable[[], object]] = {
+        "the L2 flush's kernel": timing._flush_kernel, "the host gate's kernel": timing._gate_kernel,
+        "the ranks' alignment kernel": collective._barrier_kernel}
+    for name, knob in vars(knobs).items():  # runtime (launch hooks), compilation, cache, ...: the objects, not types
+        if type(knob).__module__ == knobs.__name__ and not isinstance(knob, type):
+            guarded[f"triton.knobs.{name}"] = functools.partial(getattr, knobs, name)
+    return guarded
 
 
 def _reference_dependencies(module) -> dict[str, tuple[object, list[str]]]:

@@ -83,11 +83,14 @@ def _run_worker(device_spec: str, scratch: str, plan, worker_fd: int, control_fd
     """In the forked child: what a spawned worker runs, then its exit (never the template's loop again)."""
     code = 1
     try:
+        import multiprocessing
+        import secrets
         from multiprocessing.connection import Connection
 
         from .loop import serve_socket
 
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # as a spawned worker: its /proc its own
+        multiprocessing.current_process().authkey = secrets.token_bytes(32)  # as a spawned one: its own (round 105)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         plan.control, plan.template_pid = Connection(control_fd), os.getppid()
         serve_socket(socket.socket(fileno=worker_fd), device_spec, scratch, plan)

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import types
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -299,11 +300,12 @@ class Tampering:
     name = "tampering"
 
     def __init__(self, guard: dict[str, tuple[object, list[str]]] | None = None,
-                 objects: dict[str, object] | None = None):
-        """`objects`: more to guard whole, by name (`ObjectState`): what the harness launches through."""
+                 objects: dict[str, Callable[[], object]] | None = None):
+        """`objects`: more to guard whole, by name, each as the call that gets it (`ObjectState`): what the
+        harness launches through."""
         self._watch = _guarded(guard or {})
         self._before = {name: _identity(_raw(owner, attr)) for name, (owner, attr) in self._watch.items()}
-        self._objects = {name: ObjectState(value) for name, value in (objects or {}).items()}
+        self._objects = {name: ObjectState(get) for name, get in (objects or {}).items()}
 
     def changed(self) -> list[str]:
         return [name for name, (owner, attr) in self._watch.items()
@@ -313,22 +315,29 @@ class Tampering:
 
 
 _MISSING = object()
-_LEAVES = (int, float, complex, str, bytes, bool, type(None), types.ModuleType, type, torch.Tensor)
+_SCALARS = (int, float, complex, str, bytes, bool, type(None))
+_LEAVES = (*_SCALARS, types.ModuleType, type, torch.Tensor, types.CodeType)
 
 
 class ObjectState:
-    """What an object runs through, as taken now: every method of each class in its MRO, every non-scalar value of
-    its attributes and of the dicts, lists and tuples they hold, and theirs in turn (`depth` deep). `changed()` says
-    where a value is no longer the same object, or an instance attribute now shadows a method of its class (red team
-    round 104: the harness's L2-flush kernel, a Triton `JITFunction` that `Tampering` did not guard, got an instance
-    `run` that launched the submission's work in the flush's place, under the flush's name, which the profile leaves
-    out). Counters and other scalars may change; entries added to a dict later (a compile cache's new
-    specialisation) are not checked, those there now are."""
+    """What an object runs through, as taken now: each class of its MRO with every non-scalar entry (methods, and
+    objects such as Triton's launch-hook chains, which live on `knobs.runtime`'s class), its instance attributes, the
+    contents of the lists, tuples and dicts they hold, and theirs in turn (`depth` deep). `changed()` says where a
+    value is no longer the same object, a list holds other items (a hook appended), an instance attribute shadows a
+    class's, or `get()` now returns another object than the one taken (a cache cleared, then a look-alike made).
 
-    def __init__(self, root: object, depth: int = 6):
-        self._held: list[tuple[object, str, object, object]] = []  # (owner, "attr"/"item"/"class", key, value)
+    Red team round 104: an instance `run` on the harness's L2-flush kernel (a Triton `JITFunction` nothing guarded)
+    launched the submission's work in the flush's place, under the flush's name, which the profile leaves out. Round
+    105: a hook appended to its `pre_run_hooks`, one added to Triton's global launch hook, and the kernel's cache
+    cleared with `triton.jit` replaced ran the submission's code there too. Scalars may change (counters, a knob set
+    from the environment); entries added to a dict later (a compile cache's new specialisation) are not checked."""
+
+    def __init__(self, get: Callable[[], object], depth: int = 6):
+        self._get = get
+        self._root = get()
+        self._held: list[tuple[object, str, object, object]] = []  # (owner, kind, key, value as taken)
         self._instances: list[tuple[object, frozenset[str]]] = []
-        self._take(root, depth, set())
+        self._take(self._root, depth, set())
 
     def _take(self, value: object, depth: int, seen: set[int]) -> None:
         if depth < 0 or id(value) in seen or isinstance(value, _LEAVES) or _namespace(value):
@@ -336,27 +345,37 @@ class ObjectState:
         seen.add(id(value))
         if isinstance(value, dict):
             items = list(value.items())
-            self._held += [(value, "item", k, v) for k, v in items if not isinstance(v, _LEAVES[:7])]
+            self._held += [(value, "item", k, v) for k, v in items if not isinstance(v, _SCALARS)]
         elif isinstance(value, (list, tuple)):
             items = list(enumerate(value))
+            self._held.append((value, "items", None, tuple(value)))
         else:
+            items = []
             for klass in type(value).__mro__[:-1]:
                 if id(klass) not in seen:
                     seen.add(id(klass))
-                    self._held += [(klass, "class", k, v) for k, v in vars(klass).items() if _callable_entry(v)]
+                    entries = [(k, v) for k, v in vars(klass).items() if not isinstance(v, _SCALARS)]
+                    self._held += [(klass, "class", k, v) for k, v in entries]
+                    items += [(k, v) for k, v in entries if not _namespace(v)]
             attributes = getattr(value, "__dict__", None)
-            if not isinstance(attributes, dict):
-                return
-            items = list(attributes.items())
-            self._held += [(value, "attr", k, v) for k, v in items if not isinstance(v, _LEAVES[:7])]
-            self._instances.append((value, frozenset(attributes)))
+            if isinstance(attributes, dict):
+                own = list(attributes.items())
+                self._held += [(value, "attr", k, v) for k, v in own if not isinstance(v, _SCALARS)]
+                self._instances.append((value, frozenset(attributes)))
+                items += own
         for _, item in items:
             self._take(item, depth - 1, seen)
         if isinstance(value, types.FunctionType):  # its code and defaults (`_identity`)
             self._held += [(value, "get", k, getattr(value, k)) for k in ("__code__", "__defaults__", "__kwdefaults__")]
 
     def changed(self) -> str | None:
+        if self._get() is not self._root:
+            return f"another {type(self._root).__name__} in its place"
         for owner, kind, key, value in self._held:
+            if kind == "items":
+                if len(owner) != len(value) or any(a is not b for a, b in zip(owner, value)):
+                    return f"a {type(owner).__name__} it holds has other items"
+                continue
             now = (owner.get(key, _MISSING) if kind == "item" else getattr(owner, key, _MISSING) if kind == "get"
                    else vars(owner).get(key, _MISSING) if kind == "class"
                    else getattr(owner, "__dict__", {}).get(key, _MISSING))
