@@ -581,6 +581,7 @@ class _Template:
     pidfd the template opened before it could reap the child) and exit statuses back, over a SOCK_SEQPACKET pair."""
 
     def __init__(self):
+        self.owner = os.getpid()
         self.sock, template_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.process = _AllowlistedProcess(target=serve_template, args=(template_end,), daemon=True)
         self.process.authkey = secrets.token_bytes(32)
@@ -648,7 +649,9 @@ class _Template:
 def _template() -> _Template:
     """The live template, started here on its first use (on the spawner thread: its parent-death signal follows the
     thread that started it)."""
-    if not _templates or _templates[-1].closed.is_set() or not _templates[-1].process.is_alive():
+    live = _templates[-1] if _templates else None
+    # A judge forked from another (a server's worker processes) has neither its reader thread nor its own channel.
+    if live is None or live.owner != os.getpid() or live.closed.is_set() or not live.process.is_alive():
         _templates.append(_Template())
     return _templates[-1]
 
@@ -836,7 +839,8 @@ def _at_exit() -> None:
     _closing.set()
     _stop_spares()
     for template in _templates:
-        template.stop()
+        if template.owner == os.getpid():
+            template.stop()
 
 
 def _stop_spares() -> None:

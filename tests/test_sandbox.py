@@ -646,3 +646,35 @@ def test_spares_stop_where_the_gpu_would_keep_too_little_memory(monkeypatch):
     cpu_spares: list = []
     process._top_up(cpu_spares, resolve_device("cpu"), {})
     assert len(cpu_spares) == 8
+
+
+def test_workers_come_from_the_template_and_start_again_once_it_died():
+    """Workers are forked from the worker template (sandbox/worker/template.py). If it dies, its workers die with
+    it and the judge says how (killed, not 'still running'), and the next worker comes from a new template."""
+    from kerneldojo.sandbox import process
+    from kerneldojo.sandbox.device import resolve_device
+    from kerneldojo.sandbox.protocol import SubmissionError
+
+    if not process.TEMPLATE:
+        pytest.skip("KERNELDOJO_WORKER_TEMPLATE=0: workers are spawned")
+    device = resolve_device("cpu")
+    first = process._Worker(device)
+    try:
+        first.wait_ready(300)
+        template = process._templates[-1]
+        assert isinstance(first.process, process._ForkedProcess) and template.process.is_alive()
+        os.kill(template.process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while first.process.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not first.process.is_alive() and first.process.exitcode == -signal.SIGKILL
+    finally:
+        first.stop()
+    second = process._Worker(device)
+    try:
+        second.wait_ready(300)
+        assert process._templates[-1] is not template and isinstance(second.process, process._ForkedProcess)
+        with pytest.raises(SubmissionError):  # it answers: no submission loaded
+            second.call("flags", (), 60)
+    finally:
+        second.stop()
