@@ -132,7 +132,7 @@ def test_tampering_sees_the_harness_kernels_launch_path_changed_and_not_their_ca
     flush.run = lambda *args, **kwargs: None
     try:
         shadowed = f"the L2 flush's kernel: {type(flush).__name__}.run shadowed by an instance attribute"
-        assert watch.changed() == [shadowed]
+        assert shadowed in watch.changed()  # and wherever else Triton's own registries reach that kernel
     finally:
         del flush.run
     assert watch.changed() == []
@@ -166,7 +166,7 @@ def test_tampering_sees_code_hooked_onto_the_harness_kernels_launches(how):
     try:
         if how == "cache_cleared":
             timing._flush_kernel.cache_clear()
-            assert watch.changed() == ["the L2 flush's kernel: another JITFunction in its place"]
+            assert "the L2 flush's kernel: another JITFunction in its place" in watch.changed()
         else:
             hooks.append(hook)
             assert watch.changed() and "a list it holds has other items" in watch.changed()[0], watch.changed()
@@ -174,6 +174,30 @@ def test_tampering_sees_code_hooked_onto_the_harness_kernels_launches(how):
         if hook in hooks:
             hooks.remove(hook)
     assert Tampering(objects=runner.harness_kernels()).changed() == []
+
+
+def test_tampering_sees_triton_s_driver_replaced_and_not_an_honest_knob_setting():
+    """Red team round 106: Triton's active driver, reached only through a module global that `JITFunction.run` names,
+    set (or its `get_current_device` replaced) ran the submission's code at the flush's launch; and an honest knob
+    setting (`knobs.language.fp32_default = "ieee"`) was flagged. A setting may change, code may not appear."""
+    from triton import knobs
+    from triton.runtime import driver
+
+    from kerneldojo.sandbox.worker import harness as runner
+
+    watch = Tampering(objects=runner.harness_kernels())
+    previous = vars(driver)["_active"]
+    driver.set_active(object())
+    try:
+        assert any("DriverConfig._active" in c for c in watch.changed()), watch.changed()
+    finally:
+        vars(driver)["_active"] = previous
+    assert watch.changed() == []
+    knobs.language.fp32_default = "ieee"
+    try:
+        assert watch.changed() == []
+    finally:
+        vars(knobs.language).pop("fp32_default", None)
 
 
 def test_same_output_for_different_inputs():

@@ -329,8 +329,11 @@ class ObjectState:
     Red team round 104: an instance `run` on the harness's L2-flush kernel (a Triton `JITFunction` nothing guarded)
     launched the submission's work in the flush's place, under the flush's name, which the profile leaves out. Round
     105: a hook appended to its `pre_run_hooks`, one added to Triton's global launch hook, and the kernel's cache
-    cleared with `triton.jit` replaced ran the submission's code there too. Scalars may change (counters, a knob set
-    from the environment); entries added to a dict later (a compile cache's new specialisation) are not checked."""
+    cleared with `triton.jit` replaced ran the submission's code there too. Round 106: Triton's active driver, reached
+    only through a module global that `JITFunction.run` names, had its `get_current_device` replaced; the globals a
+    function's code names are held now too. Scalars may change to other scalars (counters, a knob set by honest code:
+    round 106 found those flagged), not to code; entries added to a dict later (a compile cache's new specialisation)
+    are not checked."""
 
     def __init__(self, get: Callable[[], object], depth: int = 6):
         self._get = get
@@ -360,13 +363,17 @@ class ObjectState:
             attributes = getattr(value, "__dict__", None)
             if isinstance(attributes, dict):
                 own = list(attributes.items())
-                self._held += [(value, "attr", k, v) for k, v in own if not isinstance(v, _SCALARS)]
+                self._held += [(value, "attr" if not isinstance(v, _SCALARS) else "scalar", k, v) for k, v in own]
                 self._instances.append((value, frozenset(attributes)))
                 items += own
+        if isinstance(value, types.FunctionType):  # its code and defaults (`_identity`), and the globals it names
+            self._held += [(value, "get", k, getattr(value, k)) for k in ("__code__", "__defaults__", "__kwdefaults__")]
+            named = [(k, v) for k, v in value.__globals__.items() if k in _code_names(value.__code__)
+                     and not isinstance(v, _SCALARS)]
+            self._held += [(value.__globals__, "item", k, v) for k, v in named]
+            items += named
         for _, item in items:
             self._take(item, depth - 1, seen)
-        if isinstance(value, types.FunctionType):  # its code and defaults (`_identity`)
-            self._held += [(value, "get", k, getattr(value, k)) for k in ("__code__", "__defaults__", "__kwdefaults__")]
 
     def changed(self) -> str | None:
         if self._get() is not self._root:
@@ -379,13 +386,28 @@ class ObjectState:
             now = (owner.get(key, _MISSING) if kind == "item" else getattr(owner, key, _MISSING) if kind == "get"
                    else vars(owner).get(key, _MISSING) if kind == "class"
                    else getattr(owner, "__dict__", {}).get(key, _MISSING))
+            if kind == "scalar":  # a setting may change, not become code (a knob's hook, a driver set in its place)
+                if not isinstance(now, _SCALARS) and now is not _MISSING:
+                    return f"{type(owner).__name__}.{key} set to a {type(now).__name__}"
+                continue
             if now is not value:
                 return f"{type(owner).__name__ if kind != 'class' else owner.__name__}.{key} replaced"
         for instance, keys in self._instances:
-            for key in set(vars(instance)) - keys:
-                if any(key in vars(klass) for klass in type(instance).__mro__[:-1]):
+            for key in set(vars(instance)) - keys:  # a scalar there is a setting (an honest knob, round 106)
+                if not isinstance(vars(instance)[key], _SCALARS) and any(
+                        key in vars(klass) for klass in type(instance).__mro__[:-1]):
                     return f"{type(instance).__name__}.{key} shadowed by an instance attribute"
         return None
+
+
+@functools.cache
+def _code_names(code: types.CodeType) -> frozenset[str]:
+    names, codes = set(), [code]
+    while codes:
+        one = codes.pop()
+        names |= set(one.co_names)
+        codes += [c for c in one.co_consts if isinstance(c, types.CodeType)]
+    return frozenset(names)
 
 
 def _namespace(value: object) -> bool:
