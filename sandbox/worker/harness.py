@@ -110,6 +110,10 @@ def harness_kernels() -> dict[str, Callable[[], object]]:
     for name, knob in vars(knobs).items():  # runtime (launch hooks), compilation, cache, ...: the objects, not types
         if type(knob).__module__ == knobs.__name__ and not isinstance(knob, type):
             guarded[f"triton.knobs.{name}"] = functools.partial(getattr, knobs, name)
+    # Every launch asks the active driver for the device and stream (round 106: its `get_current_device` replaced).
+    from triton.runtime import jit
+
+    guarded["triton's driver, as JITFunction.run finds it"] = functools.partial(getattr, jit, "driver")
     return guarded
 
 

@@ -255,7 +255,10 @@ def _guarded(extra: dict[str, tuple[object, list[str]]]) -> dict[str, tuple[obje
     from kerneldojo.graders import correctness, profile, timing
 
     owners = {
-        "torch.cuda": (torch.cuda, ["synchronize", "current_stream", "Event", "Stream", "stream"]),
+        # current_device, _lazy_init, _cuda_getDevice: what Triton's driver calls at every launch, the harness's
+        # flush and gate included (red team round 107)
+        "torch.cuda": (torch.cuda, ["synchronize", "current_stream", "Event", "Stream", "stream", "current_device",
+                                    "_lazy_init"]),
         "torch.cuda.Event": (torch.cuda.Event, ["record", "elapsed_time", "synchronize", "query"]),
         "torch.Tensor": (torch.Tensor, ["zero_", "copy_", "clone", "data_ptr", "__torch_function__"]),
         "torch": (torch, ["equal", "empty", "full_like"]),
@@ -271,7 +274,8 @@ def _guarded(extra: dict[str, tuple[object, list[str]]]) -> dict[str, tuple[obje
         # what the operator watch reads torch's state with, and its record of that state (red team round 59)
         "kerneldojo.sandbox.worker.watches": (sys.modules[__name__], ["_AT_START", "torch_at_start",
                                                                       "_registered_since_start"]),
-        "torch._C": (torch._C, ["_dispatch_dump", "_dispatch_tls_local_include_set", "_dispatch_get_all_op_names"]),
+        "torch._C": (torch._C, ["_dispatch_dump", "_dispatch_tls_local_include_set", "_dispatch_get_all_op_names",
+                                "_cuda_getDevice", "_cuda_getCurrentRawStream"]),
         # where torch looks up a dispatch rule for a mode (round 75)
         "torch._library.simple_registry": (_rules, ["singleton", "find_torch_dispatch_rule"]),
         "torch._library.simple_registry.SimpleLibraryRegistry": (_rules.SimpleLibraryRegistry, ["find"]),
@@ -305,7 +309,8 @@ class Tampering:
         harness launches through."""
         self._watch = _guarded(guard or {})
         self._before = {name: _identity(_raw(owner, attr)) for name, (owner, attr) in self._watch.items()}
-        self._objects = {name: ObjectState(get) for name, get in (objects or {}).items()}
+        seen: dict[int, int] = {}  # what one holds the next need not: their classes and Triton's globals overlap
+        self._objects = {name: ObjectState(get, seen=seen) for name, get in (objects or {}).items()}
 
     def changed(self) -> list[str]:
         return [name for name, (owner, attr) in self._watch.items()
@@ -329,23 +334,25 @@ class ObjectState:
     Red team round 104: an instance `run` on the harness's L2-flush kernel (a Triton `JITFunction` nothing guarded)
     launched the submission's work in the flush's place, under the flush's name, which the profile leaves out. Round
     105: a hook appended to its `pre_run_hooks`, one added to Triton's global launch hook, and the kernel's cache
-    cleared with `triton.jit` replaced ran the submission's code there too. Round 106: Triton's active driver, reached
-    only through a module global that `JITFunction.run` names, had its `get_current_device` replaced; the globals a
-    function's code names are held now too. Scalars may change to other scalars (counters, a knob set by honest code:
-    round 106 found those flagged), not to code; entries added to a dict later (a compile cache's new specialisation)
-    are not checked."""
+    cleared with `triton.jit` replaced ran the submission's code there too. Round 106: Triton's active driver, which
+    `JITFunction.run` reaches through a module global, had its `get_current_device` replaced (the driver's config is
+    one of the objects guarded, `harness.harness_kernels`). Module globals are not walked: holding every global that
+    reached code names flagged honest kernels (Triton rebinds `triton.language.standard`'s as it compiles). Scalars
+    may change to other scalars (counters, a knob set by honest code: round 106 found those flagged), not to code;
+    entries added to a dict later (a compile cache's new specialisation) are not checked."""
 
-    def __init__(self, get: Callable[[], object], depth: int = 6):
+    def __init__(self, get: Callable[[], object], depth: int = 6, seen: dict[int, int] | None = None):
+        """`seen`: id -> the depth left where an ObjectState of the same watch took it (taken again only deeper)."""
         self._get = get
         self._root = get()
         self._held: list[tuple[object, str, object, object]] = []  # (owner, kind, key, value as taken)
         self._instances: list[tuple[object, frozenset[str]]] = []
-        self._take(self._root, depth, set())
+        self._take(self._root, depth, {} if seen is None else seen)
 
-    def _take(self, value: object, depth: int, seen: set[int]) -> None:
-        if depth < 0 or id(value) in seen or isinstance(value, _LEAVES) or _namespace(value):
+    def _take(self, value: object, depth: int, seen: dict[int, int]) -> None:
+        if depth < 0 or seen.get(id(value), -1) >= depth or isinstance(value, _LEAVES) or _namespace(value):
             return
-        seen.add(id(value))
+        seen[id(value)] = depth
         if isinstance(value, dict):
             items = list(value.items())
             self._held += [(value, "item", k, v) for k, v in items if not isinstance(v, _SCALARS)]
@@ -355,8 +362,8 @@ class ObjectState:
         else:
             items = []
             for klass in type(value).__mro__[:-1]:
-                if id(klass) not in seen:
-                    seen.add(id(klass))
+                if seen.get(id(klass), -1) < depth:
+                    seen[id(klass)] = depth
                     entries = [(k, v) for k, v in vars(klass).items() if not isinstance(v, _SCALARS)]
                     self._held += [(klass, "class", k, v) for k, v in entries]
                     items += [(k, v) for k, v in entries if not _namespace(v)]
@@ -366,12 +373,8 @@ class ObjectState:
                 self._held += [(value, "attr" if not isinstance(v, _SCALARS) else "scalar", k, v) for k, v in own]
                 self._instances.append((value, frozenset(attributes)))
                 items += own
-        if isinstance(value, types.FunctionType):  # its code and defaults (`_identity`), and the globals it names
+        if isinstance(value, types.FunctionType):  # its code and defaults (`_identity`)
             self._held += [(value, "get", k, getattr(value, k)) for k in ("__code__", "__defaults__", "__kwdefaults__")]
-            named = [(k, v) for k, v in value.__globals__.items() if k in _code_names(value.__code__)
-                     and not isinstance(v, _SCALARS)]
-            self._held += [(value.__globals__, "item", k, v) for k, v in named]
-            items += named
         for _, item in items:
             self._take(item, depth - 1, seen)
 
@@ -398,16 +401,6 @@ class ObjectState:
                         key in vars(klass) for klass in type(instance).__mro__[:-1]):
                     return f"{type(instance).__name__}.{key} shadowed by an instance attribute"
         return None
-
-
-@functools.cache
-def _code_names(code: types.CodeType) -> frozenset[str]:
-    names, codes = set(), [code]
-    while codes:
-        one = codes.pop()
-        names |= set(one.co_names)
-        codes += [c for c in one.co_consts if isinstance(c, types.CodeType)]
-    return frozenset(names)
 
 
 def _namespace(value: object) -> bool:
