@@ -11,6 +11,7 @@ import ctypes
 import functools
 import itertools
 import os
+import secrets
 import signal
 import sys
 import tempfile
@@ -21,6 +22,7 @@ from pathlib import Path
 from .worker.confine import Plan, gib, under, under_any, unescape
 
 _names = itertools.count()
+_JUDGE_TOKEN = secrets.token_hex(6)
 
 
 class Cgroup:
@@ -36,7 +38,9 @@ class Cgroup:
         self.dirs: dict[str, Path] = {}  # controller -> its directory for this worker
         self.version: dict[str, str] = {}
         self.errors: dict[str, str] = {}
-        name = f"kerneldojo-worker-{os.getpid()}-{next(_names)}"
+        # The judge's pid names it for `_remove_dead_judges_cgroups`; a token of this process's own keeps two judges
+        # of one pid in different pid namespaces (containers, each its pid 1) out of each other's (red team round 108).
+        name = f"kerneldojo-worker-{os.getpid()}-{_JUDGE_TOKEN}-{next(_names)}"
         for controller, base, version in _cgroup_bases():
             if controller in self.dirs:
                 continue

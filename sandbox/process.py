@@ -588,6 +588,7 @@ class _Template:
         self.process.start()
         template_end.close()
         self.ready, self.closed = threading.Event(), threading.Event()
+        self.retired = False  # a fork request gave up on it: no more requests go to it
         self._forked: queue.Queue[_ForkedProcess | None] = queue.Queue()
         self._children: dict[int, _ForkedProcess] = {}
         self._lock = threading.Lock()
@@ -603,7 +604,12 @@ class _Template:
         except (OSError, queue.Empty):
             child = None
         if child is None:
-            self.stop()
+            # Retired, not killed: the workers it forked run on (and die with it only at the judge's exit); a late
+            # reply to this request is read and dropped (red team round 108: a kill here ended every step in flight).
+            with self._lock:
+                self.retired, idle = True, not self._children
+            if idle:
+                self.stop()
             raise TemplateUnavailable("the worker template did not fork a worker")
         self._ready = True
         return child
@@ -618,16 +624,24 @@ class _Template:
                 kind, pid, *rest = json.loads(message)
                 if kind == "ready":
                     self.ready.set()
+                elif kind == "failed":
+                    self._forked.put(None)
                 elif kind == "forked" and fds:
                     child = _ForkedProcess(pid, fds[0])
                     with self._lock:
                         self._children[pid] = child
-                    self._forked.put(child)
+                    if self.retired:  # the request gave up on it: not a worker of anyone's
+                        signal.pidfd_send_signal(fds[0], signal.SIGKILL)
+                    else:
+                        self._forked.put(child)
                 elif kind == "exit":
                     with self._lock:
                         child = self._children.pop(pid, None)
+                        done = self.retired and not self._children
                     if child is not None:
                         child.ended(rest[0])
+                    if done:  # a retired template goes once its last worker has
+                        self.stop()
         except (OSError, ValueError):
             pass
         finally:
@@ -651,7 +665,8 @@ def _template() -> _Template:
     thread that started it)."""
     live = _templates[-1] if _templates else None
     # A judge forked from another (a server's worker processes) has neither its reader thread nor its own channel.
-    if live is None or live.owner != os.getpid() or live.closed.is_set() or not live.process.is_alive():
+    if live is None or live.owner != os.getpid() or live.retired or live.closed.is_set() or \
+            not live.process.is_alive():
         _templates.append(_Template())
     return _templates[-1]
 

@@ -678,3 +678,28 @@ def test_workers_come_from_the_template_and_start_again_once_it_died():
             second.call("flags", (), 60)
     finally:
         second.stop()
+
+
+def test_a_template_that_does_not_fork_in_time_is_retired_and_the_worker_spawned(monkeypatch):
+    """Red team round 108: a fork past its limit killed the template and with it every worker it had forked, each
+    step in flight ended `runtime_error`. Now that template is retired (stopped once it has no worker left) and the
+    worker is spawned; a late fork of the retired template is killed, and the spawned worker alone answers."""
+    from kerneldojo.sandbox import process
+    from kerneldojo.sandbox.device import resolve_device
+    from kerneldojo.sandbox.protocol import SubmissionError
+
+    if not process.TEMPLATE:
+        pytest.skip("KERNELDOJO_WORKER_TEMPLATE=0: workers are spawned")
+    monkeypatch.setattr(process, "_templates", [])
+    monkeypatch.setattr(process, "TEMPLATE_READY_S", 0.01)  # its imports take longer than that
+    worker = process._Worker(resolve_device("cpu"))
+    try:
+        retired = process._templates[-1]
+        assert retired.retired and not isinstance(worker.process, process._ForkedProcess)
+        worker.wait_ready(300)
+        with pytest.raises(SubmissionError):  # it answers: no submission loaded
+            worker.call("flags", (), 60)
+        retired.process.join(30)
+        assert not retired.process.is_alive()
+    finally:
+        worker.stop()

@@ -48,12 +48,18 @@ def serve_template(sock: socket.socket) -> None:
         if not message:  # the judge went away
             return
         _, device_spec, scratch, plan = pickle.loads(message)
-        child = os.fork()
+        try:
+            child = os.fork()
+        except OSError as e:  # EAGAIN, ENOMEM: this worker is not made; the judge spawns it, the others run on
+            child = None
+            sock.send(json.dumps(["failed", 0, f"fork: {e.strerror}"]).encode())
         if child == 0:
             sock.close()
             _run_worker(device_spec, scratch, plan, *fds)
         for fd in fds:
             os.close(fd)
+        if child is None:
+            continue
         pidfd = os.pidfd_open(child)  # before any wait here: the pid cannot be another process's yet
         try:
             socket.send_fds(sock, [json.dumps(["forked", child]).encode()], [pidfd])
