@@ -88,7 +88,8 @@ class Cgroup:
 
     def kill(self) -> None:
         """Everything in the cgroup, including processes that left the worker's process group."""
-        self._notes = self.notes()  # the cgroup is removed soon after; keep what its limits stopped
+        self._oom = self.oom_killed()  # the cgroup is removed soon after; keep what its limits stopped
+        self._notes = self.notes()
         for folder in set(self.dirs.values()):
             if (folder / "cgroup.kill").exists():
                 with contextlib.suppress(OSError):
@@ -114,18 +115,24 @@ class Cgroup:
                     except OSError:  # dying processes still in it
                         time.sleep(0.05)
 
+    def oom_killed(self) -> bool:
+        """Did the kernel's OOM killer end a process of the worker's for its memory limit?"""
+        if getattr(self, "_oom", None) is not None:
+            return self._oom
+        memory = self.dirs.get("memory")
+        if memory is None:
+            return False
+        events = _read_counts(memory / ("memory.events" if self.version["memory"] == "v2" else "memory.oom_control"))
+        return events.get("oom_kill", 0) > 0
+
     def notes(self) -> list[str]:
         """What the limits stopped, for the judge's message after a death or a timeout."""
         if getattr(self, "_notes", None) is not None:
             return self._notes
         notes = []
-        memory = self.dirs.get("memory")
-        if memory is not None:
-            events_file = "memory.events" if self.version["memory"] == "v2" else "memory.oom_control"
-            events = _read_counts(memory / events_file)
-            if events.get("oom_kill", 0) > 0:
-                notes.append(f"the worker ran out of host memory: its limit is {gib(self.memory_bytes)} "
-                             "and the kernel's OOM killer ended it")  # fmt: skip
+        if self.oom_killed():
+            notes.append(f"the worker ran out of host memory: its limit is {gib(self.memory_bytes)} "
+                         "and the kernel's OOM killer ended it")  # fmt: skip
         pids = self.dirs.get("pids")
         if pids is not None and _read_counts(pids / "pids.events").get("max", 0) > 0:
             notes.append(f"the worker reached its limit of {self.max_processes} processes and threads; "

@@ -480,6 +480,10 @@ class _Worker:
                         raise WorkerNotReady(f"the worker was not ready for {op} within its {limit_s:g} s limit "
                                              f"(a loaded machine), before any submission code ran; it was killed{tail}"
                                              ) from None
+                    cgroup = getattr(self, "cgroup", None)
+                    if cgroup is not None and cgroup.oom_killed():  # its memory, not its time, ended it (a loaded
+                        # machine's reclaim can hold the kill past the limit)
+                        raise SubmissionError(f"{op} ran out of host memory{tail}") from None
                     raise SubmissionTimeout(f"{op} ran past its {limit_s:g} s limit{after}; the worker was killed{tail}"
                                             ) from None
         if not (isinstance(reply, tuple) and len(reply) == 3):
@@ -608,6 +612,10 @@ class _Template:
             # reply to this request is read and dropped (red team round 108: a kill here ended every step in flight).
             with self._lock:
                 self.retired, idle = True, not self._children
+            with contextlib.suppress(queue.Empty):  # a fork the reader queued before it knew (red team round 109)
+                while True:
+                    if (late := self._forked.get_nowait()) is not None:
+                        late.kill()
             if idle:
                 self.stop()
             raise TemplateUnavailable("the worker template did not fork a worker")
@@ -630,8 +638,9 @@ class _Template:
                     child = _ForkedProcess(pid, fds[0])
                     with self._lock:
                         self._children[pid] = child
-                    if self.retired:  # the request gave up on it: not a worker of anyone's
-                        signal.pidfd_send_signal(fds[0], signal.SIGKILL)
+                        late = self.retired
+                    if late:  # the request gave up on it: not a worker of anyone's
+                        child.kill()
                     else:
                         self._forked.put(child)
                 elif kind == "exit":
@@ -679,6 +688,10 @@ class _ForkedProcess:
         self.pid, self._pidfd = pid, pidfd
         self._status: int | None = None
         self._ended = threading.Event()
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
 
     def ended(self, status: int | None) -> None:
         self._status = status

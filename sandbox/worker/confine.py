@@ -174,17 +174,18 @@ def enter(plan: Plan, redirect_output, keep_fds: tuple[int, ...] = ()) -> dict:
     """
     stage("enter")
     protections: dict[str, object] = {"session_keyring": _fresh_session_keyring(), "oom_first": _oom_first()}
-    _die_with_parent()  # the judge's end: this process, then each one below, gets SIGKILL
+    _die_with_parent(plan.template_pid or plan.judge_pid)  # the judge's end: this one, then each below, gets SIGKILL
     for path in plan.cgroup_procs:  # before any fork: children are born inside
         try:
             Path(path).write_text(str(os.getpid()))
         except OSError as e:
             protections["cgroup"] = f"unavailable: joining {path}: {e.strerror}"
+    parent = os.getpid()
     child = os.fork()  # this process has threads (OpenBLAS); the child has one and may unshare
     if child:
         _close_quietly(plan.control)
         _wait_and_mirror(child)
-    _die_with_parent()
+    _die_with_parent(parent)
     protections.update(_unshare(plan))
     stage("unshare")
     if protections["pid_namespace"] is True:
@@ -198,7 +199,7 @@ def enter(plan: Plan, redirect_output, keep_fds: tuple[int, ...] = ()) -> dict:
                 plan.control.send(json.loads(data) if data else {"worker": "no report"})
             _close_quietly(plan.control)
             _wait_and_mirror(worker)
-        _die_with_parent()
+        _die_with_parent(0)  # its parent is outside its pid namespace: 0, whether or not it still lives
         os.close(report_r)
         report = lambda p: _write_report(report_w, p)  # noqa: E731
         _close_quietly(plan.control)
@@ -260,9 +261,10 @@ def _close_fds_except(keep: list[int]) -> None:
         low = fd + 1
 
 
-def _die_with_parent() -> None:
-    """SIGKILL when the parent ends (a backstop: the judge kills workers itself, by pidfd)."""
-    parent = os.getppid()
+def _die_with_parent(parent: int | None = None) -> None:
+    """SIGKILL when the parent ends (a backstop: the judge kills workers itself, by pidfd). `parent`: its pid as known
+    before this process was forked; read here, a parent already gone reads as its reaper's (red team round 109)."""
+    parent = os.getppid() if parent is None else parent
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # it ended before the line above
         os._exit(70)
