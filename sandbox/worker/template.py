@@ -24,7 +24,7 @@ import socket
 import sys
 import traceback
 
-MESSAGE_BYTES = 1 << 16
+MESSAGE_BYTES = 1 << 20  # a plan is kilobytes; a longer request fails whole (SOCK_SEQPACKET)
 PR_SET_DUMPABLE = 4
 
 
@@ -47,12 +47,12 @@ def serve_template(sock: socket.socket) -> None:
         message, fds, _, _ = socket.recv_fds(sock, MESSAGE_BYTES, 2)
         if not message:  # the judge went away
             return
-        _, device_spec, scratch, plan = pickle.loads(message)
         try:
+            _, device_spec, scratch, plan = pickle.loads(message)  # the judge's (a truncated one fails here)
             child = os.fork()
-        except OSError as e:  # EAGAIN, ENOMEM: this worker is not made; the judge spawns it, the others run on
+        except Exception as e:  # EAGAIN, ENOMEM: this worker is not made; the judge spawns it, the others run on
             child = None
-            sock.send(json.dumps(["failed", 0, f"fork: {e.strerror}"]).encode())
+            sock.send(json.dumps(["failed", 0, f"{type(e).__name__}: {e}"[:200]]).encode())
         if child == 0:
             sock.close()
             _run_worker(device_spec, scratch, plan, *fds)
