@@ -306,8 +306,7 @@ def _wait_and_mirror(child: int) -> None:
                 os._exit(70)
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
-            with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
-                signal.signal(sig, signal.SIG_DFL)
+            signal.signal(sig, signal.SIG_DFL)
             os.kill(os.getpid(), sig)
             os._exit(128 + sig)
         os._exit(os.WEXITSTATUS(status))
