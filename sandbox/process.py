@@ -480,9 +480,10 @@ class _Worker:
                         raise WorkerNotReady(f"the worker was not ready for {op} within its {limit_s:g} s limit "
                                              f"(a loaded machine), before any submission code ran; it was killed{tail}"
                                              ) from None
-                    cgroup = getattr(self, "cgroup", None)
-                    if cgroup is not None and cgroup.oom_killed():  # its memory, not its time, ended it (a loaded
-                        # machine's reclaim can hold the kill past the limit)
+                    # Its memory, not its time, ended it (a loaded machine's reclaim can hold the kill past the
+                    # limit). A container's limits are docker's (`docker._ContainerCgroup` has no such count).
+                    oom_killed = getattr(getattr(self, "cgroup", None), "oom_killed", None)
+                    if oom_killed is not None and oom_killed():
                         raise SubmissionError(f"{op} ran out of host memory{tail}") from None
                     raise SubmissionTimeout(f"{op} ran past its {limit_s:g} s limit{after}; the worker was killed{tail}"
                                             ) from None
