@@ -38,6 +38,8 @@ class Cgroup:
         self.dirs: dict[str, Path] = {}  # controller -> its directory for this worker
         self.version: dict[str, str] = {}
         self.errors: dict[str, str] = {}
+        self._oom: bool | None = None  # what `kill` found, kept for after the cgroup is removed
+        self._notes: list[str] | None = None
         # The judge's pid names it for `_remove_dead_judges_cgroups`; a token of this process's own keeps two judges
         # of one pid in different pid namespaces (containers, each its pid 1) out of each other's (red team round 108).
         name = f"kerneldojo-worker-{os.getpid()}-{_JUDGE_TOKEN}-{next(_names)}"
@@ -117,7 +119,7 @@ class Cgroup:
 
     def oom_killed(self) -> bool:
         """Did the kernel's OOM killer end a process of the worker's for its memory limit?"""
-        if getattr(self, "_oom", None) is not None:
+        if self._oom is not None:
             return self._oom
         memory = self.dirs.get("memory")
         if memory is None:
@@ -127,7 +129,7 @@ class Cgroup:
 
     def notes(self) -> list[str]:
         """What the limits stopped, for the judge's message after a death or a timeout."""
-        if getattr(self, "_notes", None) is not None:
+        if self._notes is not None:
             return self._notes
         notes = []
         if self.oom_killed():

@@ -597,7 +597,6 @@ class _Template:
         self._forked: queue.Queue[_ForkedProcess | None] = queue.Queue()
         self._children: dict[int, _ForkedProcess] = {}
         self._lock = threading.Lock()
-        self._ready = False
         threading.Thread(target=self._read, daemon=True, name="kerneldojo-template").start()
 
     def fork(self, device_spec: str, scratch: str, plan: isolation.Plan, worker_end: socket.socket, worker_control
@@ -605,7 +604,7 @@ class _Template:
         request = pickle.dumps(("fork", device_spec, scratch, dataclasses.replace(plan, control=None)))
         try:
             socket.send_fds(self.sock, [request], [worker_end.fileno(), worker_control.fileno()])
-            child = self._forked.get(timeout=TEMPLATE_FORK_S if self._ready else TEMPLATE_READY_S)
+            child = self._forked.get(timeout=TEMPLATE_FORK_S if self.ready.is_set() else TEMPLATE_READY_S)
         except (OSError, queue.Empty):
             child = None
         if child is None:
@@ -620,7 +619,6 @@ class _Template:
             if idle:
                 self.stop()
             raise TemplateUnavailable("the worker template did not fork a worker")
-        self._ready = True
         return child
 
     def _read(self) -> None:

@@ -99,6 +99,7 @@ def harness_kernels() -> dict[str, Callable[[], object]]:
     hooks), guarded whole (`watches.ObjectState`): the profile leaves the kernels' launches out by name, so a launch of
     theirs that ran other code hid its work there (red team rounds 104, 105)."""
     from triton import knobs
+    from triton.runtime import jit
 
     from kerneldojo.graders import timing
 
@@ -111,8 +112,6 @@ def harness_kernels() -> dict[str, Callable[[], object]]:
         if type(knob).__module__ == knobs.__name__ and not isinstance(knob, type):
             guarded[f"triton.knobs.{name}"] = functools.partial(getattr, knobs, name)
     # Every launch asks the active driver for the device and stream (round 106: its `get_current_device` replaced).
-    from triton.runtime import jit
-
     guarded["triton's driver, as JITFunction.run finds it"] = functools.partial(getattr, jit, "driver")
     return guarded
 

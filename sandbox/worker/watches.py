@@ -366,7 +366,7 @@ class ObjectState:
                     seen[id(klass)] = depth
                     entries = [(k, v) for k, v in vars(klass).items() if not isinstance(v, _SCALARS)]
                     self._held += [(klass, "class", k, v) for k, v in entries]
-                    items += [(k, v) for k, v in entries if not _namespace(v)]
+                    items += entries
             attributes = getattr(value, "__dict__", None)
             if isinstance(attributes, dict):
                 own = list(attributes.items())
@@ -407,9 +407,6 @@ def _namespace(value: object) -> bool:
     """A module's globals (a kernel's `__globals__`): its own functions are guarded by name (`_guarded`)."""
     return isinstance(value, dict) and "__builtins__" in value and "__name__" in value
 
-
-def _callable_entry(value: object) -> bool:
-    return callable(value) or isinstance(value, (staticmethod, classmethod, property))
 
 
 def _identity(value: object) -> tuple:
