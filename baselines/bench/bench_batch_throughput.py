@@ -144,7 +144,7 @@ def main() -> None:
             kinds, seconds, failures = {}, {}, {}
             # At the budget's end what finished is reported, whatever is still in flight (a hang near the end ran
             # past its limits' sum and the whole run was lost to the caller's timeout: 2026-11-28 13:40).
-            ends = threading.Timer(args.budget_s or float("inf"), _thread.interrupt_main) if args.budget_s else None
+            ends = threading.Timer(args.budget_s, _thread.interrupt_main) if args.budget_s else None
             if ends is not None:
                 ends.daemon = True
                 ends.start()
