@@ -10,6 +10,7 @@ installed and we are root. Without either the engine tests skip and say why; the
 import io
 import os
 import pickle
+import pickletools
 import re
 import shutil
 import subprocess
@@ -284,6 +285,12 @@ def test_a_reply_may_name_no_class():
     class_payload = pickle.dumps(("ok", io.BytesIO(b"")))
     with pytest.raises(pickle.UnpicklingError):
         protocol.loads(protocol.Frame(class_payload), torch.device("cpu"))
+    with pytest.raises(pickle.UnpicklingError, match="64 bits"):  # red team round 111: big-integer arithmetic
+        protocol.check_reply_shape(pickletools.optimize(pickle.dumps(("ok", (1 << 64, 2)))))
+    protocol.check_reply_shape(pickletools.optimize(pickle.dumps(("ok", ((1 << 63) - 1, -(1 << 63))))))
+    too_many_dims = ("tensor", b"", "float32", 0, (1,) * 65 + (0,), (0,) * 66, False)
+    with pytest.raises(pickle.UnpicklingError, match="bad tensor record"):
+        protocol._Unpickler(b"", torch.device("cpu"), None).persistent_load(too_many_dims)
     bad_view = ("tensor", b"\0" * 8, "float32", 0, (100,), (1,), False)
     with pytest.raises(Exception, match=r"out of bounds|storage"):
         protocol._Unpickler(b"", torch.device("cpu"), None).persistent_load(bad_view)

@@ -106,6 +106,42 @@ def test_a_check_a_reply_carried_stays_fired_whatever_the_worker_says_last(short
     assert result.reward == short_judge.reward.flagged
 
 
+# A tensor record whose shape is thousands of 255-byte integers and a 0 (the span check's product is then 0, and
+# big-integer products are quadratic, one C call holding the judge's GIL), written as a reply by the worker.
+BIG_INTEGERS = """
+import gc, io, pickle, struct, time
+
+import triton  # noqa: F401
+
+
+class Record(pickle.Pickler):
+    def persistent_id(self, obj):
+        if obj is Record:
+            big = int.from_bytes(b"\\x7f" + b"\\xff" * 254, "big")
+            return ("tensor", b"", "float32", 0, (big,) * 2000 + (0,), (0,) * 2001, False)
+        return None
+
+
+def solution(x, y):
+    end = next(o for o in gc.get_objects() if type(o).__name__ == "WorkerEnd")
+    buf = io.BytesIO()
+    pickler = Record(buf, protocol=4)
+    pickler.fast = True
+    pickler.dump((1, "ok", ((Record,), {})))
+    end.sock.sendall(struct.pack("!Q", len(buf.getvalue())) + buf.getvalue())
+    time.sleep(600)
+"""
+
+
+def test_a_reply_of_big_integers_is_refused_before_any_arithmetic(short_judge):
+    """Red team round 111: the same record with 8,000 such integers froze the judge's process for 190 s, and an honest
+    step judged in another thread meanwhile ran out its run limit (`timeout`)."""
+    result = short_judge.evaluate("vector_add", BIG_INTEGERS, "triton")
+    assert result.status == "runtime_error", result.messages
+    assert "64 bits" in result.messages[0], result.messages
+    _honest_passes(short_judge)
+
+
 def test_a_frame_longer_than_the_reply_may_be_is_refused_unread(short_judge):
     result = short_judge.evaluate("vector_add", FLOOD, "triton")
     assert result.status == "runtime_error", result.messages
