@@ -38,7 +38,7 @@ class Cgroup:
         self.dirs: dict[str, Path] = {}  # controller -> its directory for this worker
         self.version: dict[str, str] = {}
         self.errors: dict[str, str] = {}
-        self._oom: bool | None = None  # what `kill` found, kept for after the cgroup is removed
+        self._oom: str | None = None  # what `kill` found ("own", "outside" or ""), kept for after the cgroup is removed
         self._notes: list[str] | None = None
         # The judge's pid names it for `_remove_dead_judges_cgroups`; a token of this process's own keeps two judges
         # of one pid in different pid namespaces (containers, each its pid 1) out of each other's (red team round 108).
@@ -90,7 +90,7 @@ class Cgroup:
 
     def kill(self) -> None:
         """Everything in the cgroup, including processes that left the worker's process group."""
-        self._oom = self.oom_killed()  # the cgroup is removed soon after; keep what its limits stopped
+        self._oom = self._oom_kill()  # the cgroup is removed soon after; keep what its limits stopped
         self._notes = self.notes()
         for folder in set(self.dirs.values()):
             if (folder / "cgroup.kill").exists():
@@ -118,14 +118,34 @@ class Cgroup:
                         time.sleep(0.05)
 
     def oom_killed(self) -> bool:
-        """Did the kernel's OOM killer end a process of the worker's for its memory limit?"""
+        """Did the kernel's OOM killer end a process of the worker's for the worker's own memory limit?"""
+        return self._oom_kill() == "own"
+
+    def oom_killed_from_outside(self) -> bool:
+        """Did the OOM killer end a process of the worker's while the worker was under its own limit: for a
+        parent's limit (a container's, the judge's) or the host's memory, which another worker's memory can have
+        filled (red team round 110: one worker's tmpfs got another step's honest worker killed)?"""
+        return self._oom_kill() == "outside"
+
+    def _oom_kill(self) -> str:
+        """"own", "outside" or "": v2 counts `oom` in the cgroup whose limit was hit and `oom_kill` in the victim's;
+        v1 has `oom_kill` only (and a `failcnt` this kernel leaves at 0), so its own limit is told by the peak usage
+        having reached it."""
         if self._oom is not None:
             return self._oom
         memory = self.dirs.get("memory")
         if memory is None:
-            return False
-        events = _read_counts(memory / ("memory.events" if self.version["memory"] == "v2" else "memory.oom_control"))
-        return events.get("oom_kill", 0) > 0
+            return ""
+        if self.version["memory"] == "v2":
+            events = _read_counts(memory / "memory.events")
+            own = events.get("oom", 0) > 0
+        else:
+            events = _read_counts(memory / "memory.oom_control")
+            peak = _read_int(memory / "memory.max_usage_in_bytes")
+            own = peak >= self.memory_bytes - (1 << 20)
+        if events.get("oom_kill", 0) == 0:
+            return ""
+        return "own" if own else "outside"
 
     def notes(self) -> list[str]:
         """What the limits stopped, for the judge's message after a death or a timeout."""
@@ -135,6 +155,9 @@ class Cgroup:
         if self.oom_killed():
             notes.append(f"the worker ran out of host memory: its limit is {gib(self.memory_bytes)} "
                          "and the kernel's OOM killer ended it")  # fmt: skip
+        elif self.oom_killed_from_outside():
+            notes.append(f"the kernel's OOM killer ended the worker under its own limit of {gib(self.memory_bytes)}: "
+                         "the machine's memory (or a container's) ran short, not this submission's")  # fmt: skip
         pids = self.dirs.get("pids")
         if pids is not None and _read_counts(pids / "pids.events").get("max", 0) > 0:
             notes.append(f"the worker reached its limit of {self.max_processes} processes and threads; "
@@ -215,6 +238,13 @@ def _procs(folder: Path) -> list[int]:
         return [int(pid) for pid in (folder / "cgroup.procs").read_text().split()]
     except (OSError, ValueError):
         return []
+
+
+def _read_int(path: Path) -> int:
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return 0
 
 
 def _read_counts(path: Path) -> dict[str, int]:

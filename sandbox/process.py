@@ -72,6 +72,7 @@ from .protocol import (
     SubmissionTimeout,
     TimedRuns,
     Unavailable,
+    WorkerLost,
     WorkerNotReady,
     capped,
     read_regular_tail,
@@ -466,6 +467,8 @@ class _Worker:
                     how = self.replies.error or f"the worker process died ({_describe_exit(self.process.exitcode)})"
                     if self.replies.forged:  # a second reply, or one before its request: only a forger sends it
                         raise Flagged({"timing_channel": message("timing_channel", f"{how} during {op}")}) from None
+                    if self._killed_from_outside():
+                        raise WorkerLost(f"{how} during {op}{tail}") from None
                     if not ready:
                         raise WorkerNotReady(f"{how} before it was ready for {op}, before any submission code ran in "
                                              f"it: the machine's failure (GPU or host memory, a kill from outside), "
@@ -485,6 +488,8 @@ class _Worker:
                     oom_killed = getattr(getattr(self, "cgroup", None), "oom_killed", None)
                     if oom_killed is not None and oom_killed():
                         raise SubmissionError(f"{op} ran out of host memory{tail}") from None
+                    if self._killed_from_outside():
+                        raise WorkerLost(f"{op} was ended by the OOM killer{tail}") from None
                     raise SubmissionTimeout(f"{op} ran past its {limit_s:g} s limit{after}; the worker was killed{tail}"
                                             ) from None
         if not (isinstance(reply, tuple) and len(reply) == 3):
@@ -494,6 +499,10 @@ class _Worker:
             detail = f"a reply to request {sequence} came while request {self.sequence} ({op}) was pending"
             raise Flagged({"timing_channel": message("timing_channel", detail)})
         return unwrap_reply(kind, payload)
+
+    def _killed_from_outside(self) -> bool:
+        outside = getattr(getattr(self, "cgroup", None), "oom_killed_from_outside", None)  # docker's has none
+        return outside is not None and outside()
 
     def output_tail(self) -> str:
         """The end of what the submission printed (a file the worker could replace: `read_regular_tail`)."""

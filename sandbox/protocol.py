@@ -83,6 +83,11 @@ class WorkerNotReady(Unavailable):
     had run in it."""
 
 
+class WorkerLost(Unavailable):
+    """The OOM killer ended a worker that was under its own memory limit (a parent's limit or the host's ran out,
+    which another worker's memory can fill): the machine's failure, no verdict on the submission."""
+
+
 class SubmissionError(Exception):
     """The submission raised; the message is its traceback, cut to the submission's own frames."""
 

@@ -706,3 +706,51 @@ def test_a_template_that_does_not_fork_in_time_is_retired_and_the_worker_spawned
         assert not retired.process.is_alive()
     finally:
         worker.stop()
+
+
+_FILL = "x = bytearray({mib} << 20)\nx[::4096] = b'x' * len(x[::4096])\nimport time; time.sleep(30)"
+
+
+@pytest.fixture
+def memory_parent(monkeypatch):
+    """A v1 memory cgroup of 96 MiB that workers' cgroups are made in: a container's or a loaded host's memory."""
+    from kerneldojo.sandbox import isolation
+
+    mount = isolation._cgroup_mounts()[0].get("memory")
+    if mount is None or not os.access(mount, os.W_OK):
+        pytest.skip("no writable cgroup v1 memory controller")
+    parent = Path(tempfile.mkdtemp(prefix="kerneldojo-test-parent-", dir=mount))
+    (parent / "memory.limit_in_bytes").write_text(str(96 << 20))
+    monkeypatch.setattr(isolation, "_cgroup_bases", lambda: [("memory", parent, "v1")])
+    yield isolation
+    for child in parent.iterdir():
+        if child.is_dir():
+            with contextlib.suppress(OSError):
+                child.rmdir()
+    parent.rmdir()
+
+
+def _filled_in(isolation, memory_bytes: int, mib: int):
+    cgroup = isolation.Cgroup(memory_bytes, 64)
+    filler = subprocess.Popen(["python3", "-c", _FILL.format(mib=mib)], preexec_fn=lambda: (
+        cgroup.dirs["memory"] / "cgroup.procs").write_text(str(os.getpid())))
+    try:
+        filler.wait(60)
+    finally:
+        filler.kill()
+        cgroup.kill()
+        cgroup.remove()
+    return cgroup, filler.returncode
+
+
+def test_an_oom_kill_for_a_parents_limit_is_told_from_one_for_the_workers_own(memory_parent):
+    """Red team round 110: one worker's tmpfs filled a shared parent's limit and the OOM killer ended another step's
+    honest worker, far under its own limit, which was then told "the worker ran out of host memory" (its submission's
+    runtime_error). A kill under the worker's own limit is now the machine's (`WorkerLost`: skipped, nothing stored);
+    one at its own limit stays the submission's."""
+    own, code = _filled_in(memory_parent, 48 << 20, 80)  # its own 48 MiB, under the parent's 96
+    assert code == -signal.SIGKILL and own.oom_killed() and not own.oom_killed_from_outside()
+    assert "ran out of host memory" in own.notes()[0]
+    outside, code = _filled_in(memory_parent, 1 << 30, 160)  # its own 1 GiB: the parent's 96 MiB ran out first
+    assert code == -signal.SIGKILL and outside.oom_killed_from_outside() and not outside.oom_killed()
+    assert "not this submission's" in outside.notes()[0]
