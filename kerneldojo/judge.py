@@ -326,7 +326,7 @@ class Judge:
                 with _phase(result, "correctness"):
                     self._check(task, solution, result, bench)
                 if timed:
-                    with self._gpu.exclusive():
+                    with _waited(result, self._gpu.exclusive()):
                         self._time(task, solution, result, reference_times)  # its phases: timing, profile, recheck
                 # The checks the run replies carried stay fired whatever the worker says last (red team round 94:
                 # cleared in the worker, or its last answer hung): the final request only adds to them.
@@ -384,7 +384,8 @@ class Judge:
         # here while its busy time was paid, and it reported one honest, the other cut)
         result.evidence = Evidence(case=str(case), claimed_ms=claimed,
                                    one_in=EVIDENCE_ONE_IN if self.evidence == "sampled" else 1)
-        with _phase(result, "evidence"), self._gpu.profiler(), self._gpu.shared(long=True):
+        with _phase(result, "evidence"), _waited(result, _both(self._gpu.profiler(), self._gpu.shared(long=True)),
+                                                 "evidence"):  # fmt: skip
             try:
                 fired = self._gather_evidence(task, build, own, case, seeds, armed, claimed, result.evidence)
             except Exception as first:  # any failure of a drawn pass (red team round 37: a csv error)
@@ -596,7 +597,7 @@ class Judge:
                 # other judges' timings waiting for one call's limit at most (red team round 21). A shape's first
                 # call (Triton's JIT, an autotuner: seconds) is a long hold, which a timing waits out without
                 # holding the other judges' checks back meanwhile.
-                with self._gpu.shared(long=not seen):
+                with _waited(result, self._gpu.shared(long=not seen), "correctness"):
                     # last, the previous inputs with a few elements changed: a result cached under a sampled
                     # fingerprint of the inputs is stale here
                     if seed is None:
@@ -617,9 +618,10 @@ class Judge:
                 result.cases_checked += 1
         if bench:  # each bench shape's first call (its compile: Triton's ptxas, an autotuner) is made here, so no
             for case in task.cases("bench"):  # new process of the worker's belongs in the timing (red team round 49),
-                with self._gpu.shared(long=True):  # its first call: a long hold. On inputs with a few elements
-                    # changed: structure in how they are drawn (rotary tables derived from one integer a token) is
-                    # no shortcut at sizes no test shape has (red team round 62)
+                # Its first call: a long hold. On inputs with a few elements changed: structure in how they are
+                # drawn (rotary tables derived from one integer a token) is no shortcut at sizes no test shape has
+                # (red team round 62)
+                with _waited(result, self._gpu.shared(long=True), "correctness"):
                     pristine = _perturbed(task.reference.make_inputs(case.shape, secrets.randbits(31),
                                                                      self.device.torch_device),
                                           getattr(task.reference, "unperturbed", ()))
@@ -915,6 +917,25 @@ def _phase(result: EvalResult, name: str):
 
 def _add(result: EvalResult, name: str, seconds: float) -> None:
     result.phases[name] = result.phases.get(name, 0.0) + seconds
+
+
+@contextlib.contextmanager
+def _waited(result: EvalResult, hold: contextlib.AbstractContextManager, within: str | None = None):
+    """`hold` (the GPU lock's) entered, the wait for it the phase `gpu_wait`, taken out of the enclosing phase
+    `within`: where a batch's slots queue behind each other's timings shows as itself (issue 14)."""
+    started = time.perf_counter()
+    with hold:
+        waited = time.perf_counter() - started
+        _add(result, "gpu_wait", waited)
+        if within is not None:
+            _add(result, within, -waited)
+        yield
+
+
+@contextlib.contextmanager
+def _both(first: contextlib.AbstractContextManager, second: contextlib.AbstractContextManager):
+    with first, second:
+        yield
 
 
 def _on(device: Device, torch_device: torch.device) -> Device:

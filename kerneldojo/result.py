@@ -193,6 +193,7 @@ class Versions(BaseModel):
 # Where an evaluation's time went (`EvalResult.phases`, seconds; a phase that did not happen is absent).
 PHASES: dict[str, str] = {
     "queue": "waiting for a pool slot (batch evaluation only)",
+    "gpu_wait": "waiting for the GPU lock: a check for other judges' timings, a timing for every check to end",
     "compile": "writing the source, or nvcc building it (a build-cache hit is near 0)",
     "reference": "timing the reference, when its time was not cached yet",
     "worker_start": "taking a pre-started worker, and waiting for it to finish starting when it was not ready",

@@ -13,10 +13,32 @@ from kerneldojo.graders.timing import median_ci, summarize
 def test_phases_cover_the_step_and_show_in_the_feedback(cpu_judge):
     result = cpu_judge.evaluate("vector_add", subs.VECTOR_ADD_TRITON + "\n# phases\n", "triton")
     assert result.status == "ok"
-    assert {"compile", "worker_start", "load", "correctness"} <= set(result.phases)
+    assert {"compile", "worker_start", "load", "correctness", "gpu_wait"} <= set(result.phases)
     assert all(s >= 0 for s in result.phases.values())
     assert sum(result.phases.values()) <= result.wall_s
     assert "Judged in" in render_feedback(result, clocks=True) and "Judged in" not in render_feedback(result)
+
+
+def test_a_wait_for_the_gpu_lock_is_its_own_phase_not_the_enclosing_ones(monkeypatch):
+    """12 and 16 slots of a batch were slower than 8 with the cores and the GPU idle (H200, 2026-11-28): the waits
+    for the GPU lock hid inside `correctness`. A fake clock: 3 s to take the lock, 1 s holding it."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from kerneldojo import judge as judge_module
+
+    clock = [0.0]
+    monkeypatch.setattr(judge_module.time, "perf_counter", lambda: clock[0])
+
+    @contextlib.contextmanager
+    def taken_after(seconds):
+        clock[0] += seconds
+        yield
+
+    result = SimpleNamespace(phases={})
+    with judge_module._phase(result, "correctness"), judge_module._waited(result, taken_after(3.0), "correctness"):
+        clock[0] += 1.0
+    assert result.phases == {"gpu_wait": 3.0, "correctness": 1.0}
 
 
 def test_median_interval_brackets_the_median_and_narrows_with_runs():
