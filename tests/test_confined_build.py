@@ -125,6 +125,15 @@ def test_a_build_that_prints_without_end_is_stopped_and_its_output_kept_bounded(
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert "the build was stopped" in text, text[-2000:]
     assert len(text) < 200_000 and grown_mib < 200, (len(text), grown_mib)
+    # the source's doing, stored like any compile error; not a kill from outside (which is not)
+    assert not isinstance(raised.value, compile_mod.TransientCompileError), text[-500:]
+
+
+def test_a_compiler_killed_from_outside_is_the_machines_failure(tmp_path):
+    """The processes between the judge and the compiler mirror a SIGKILL (they reported exit code 70: resetting
+    SIGKILL's handler raised), so a build the OOM killer or an operator stopped is not stored as the source's."""
+    with pytest.raises(compile_mod.TransientCompileError, match="was killed"):
+        compile_mod.run_confined("/bin/sh", ["-c", "kill -9 $$"], tmp_path, "a test build", "sh")
 
 
 def test_a_build_reads_no_input_of_the_judges(fresh_cache):

@@ -67,14 +67,16 @@ def main(argv: list[str]) -> None:
         finally:
             os._exit(127)
     os.close(write_end)
-    _relay_bounded(read_end, compiler)
+    if _relay_bounded(read_end, compiler):  # stopped for its output, by this process: the source's doing, not a
+        os.waitpid(compiler, 0)  # kill from outside (which the judge takes for the machine's and does not store)
+        os._exit(1)
     confine._wait_and_mirror(compiler)
 
 
-def _relay_bounded(fd: int, compiler: int) -> None:
+def _relay_bounded(fd: int, compiler: int) -> bool:
     """Copy the compiler's output to this process's stderr: its first and last KEPT_BYTES, and what was left out
-    between; past OUTPUT_CAP_BYTES the compiler is killed and the build fails."""
-    head, tail, total = bytearray(), bytearray(), 0
+    between; past OUTPUT_CAP_BYTES the compiler is killed (True) and the build fails."""
+    head, tail, total, flooded = bytearray(), bytearray(), 0, False
     while chunk := os.read(fd, 1 << 16):
         total += len(chunk)
         room = max(0, KEPT_BYTES - len(head))
@@ -83,12 +85,14 @@ def _relay_bounded(fd: int, compiler: int) -> None:
         if total > OUTPUT_CAP_BYTES:
             os.kill(compiler, signal.SIGKILL)
             tail += f"\n[the compiler printed more than {OUTPUT_CAP_BYTES >> 20} MiB: the build was stopped]\n".encode()
+            flooded = True
             break
     os.close(fd)
     left_out = total - len(head) - len(tail)
     gap = f"\n[... {left_out} bytes of compiler output left out ...]\n".encode() if left_out > 0 else b""
     sys.stderr.buffer.write(bytes(head) + gap + bytes(tail))
     sys.stderr.flush()
+    return flooded
 
 
 if __name__ == "__main__":

@@ -306,8 +306,9 @@ def _wait_and_mirror(child: int) -> None:
                 os._exit(70)
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
-            signal.signal(sig, signal.SIG_DFL)
-            os.kill(os.getpid(), sig)
+            with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
+                signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)  # pid 1 of a namespace ignores it from within: then 128 + sig, below
             os._exit(128 + sig)
         os._exit(os.WEXITSTATUS(status))
     finally:
