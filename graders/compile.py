@@ -381,7 +381,7 @@ def run_confined(tool: str, args: list[str], folder: Path, what: str, compiler: 
                         f"{compiler} ran past {COMPILE_WALL_S} s of wall-clock time building {what} (the machine may "
                         "be overloaded); simplify the templates or unrolling") from None
                 log.info("building %s with %s (%s): %.0f s so far", what, compiler, folder, elapsed)
-        notes = cgroup.notes()
+        notes, own_memory = cgroup.notes(), cgroup.oom_killed()
     finally:
         cgroup.kill()
         cgroup.remove()
@@ -389,7 +389,9 @@ def run_confined(tool: str, args: list[str], folder: Path, what: str, compiler: 
         output += "".join(f"\n{note.replace('the worker', 'the build')}" for note in notes)
     output = _log_protections(output)
     # SIGKILL, SIGXCPU: as a signal, or as 128 + it (pid 1 of the build's pid namespace mirrors it so)
-    if proc.returncode in (-9, -24, 137, 152) or (proc.returncode and re.search(r"signal (9|24)\b", output)):
+    # ... unless the build's own memory limit stopped it: the source's doing, whatever the machine's load
+    killed = proc.returncode in (-9, -24, 137, 152) or (proc.returncode and re.search(r"signal (9|24)\b", output))
+    if killed and not own_memory:
         raise TransientCompileError(f"{compiler} was stopped building {what}: a compiler process used more than "
                                     f"{COMPILE_CPU_S} s of CPU time or was killed (memory, or the machine's); simplify "
                                     "the templates or unrolling")

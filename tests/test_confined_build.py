@@ -169,3 +169,16 @@ def test_a_confined_tool_starts_with_the_allowlisted_environment(fresh_cache, mo
     returncode, output = compile_mod.run_confined("/usr/bin/env", [], folder, "the environment", "env")
     assert returncode == 0 and "PATH=" in output, output
     assert "kd-build-token" not in output and "hf_build_secret" not in output and "not-allowlisted" not in output
+
+
+def test_a_build_over_its_own_memory_limit_is_the_sources_failure(tmp_path, monkeypatch):
+    """Killed by the OOM killer at the build's own limit (a per-build cgroup's, which no load on the machine
+    changes): a compile error stored like any, not the machine's; a kill from outside stays transient (above)."""
+    from kerneldojo.sandbox import protocol
+
+    if not _confined():
+        pytest.skip("no confinement here")
+    monkeypatch.setattr(protocol, "MEMORY_CAP_BYTES", 64 << 20)
+    fill = "head -c 268435456 /dev/zero | tail -c 268435456 > /dev/null"  # tail holds what it may have to print
+    code, output = compile_mod.run_confined("/bin/sh", ["-c", fill], tmp_path, "a test build", "sh")
+    assert code != 0 and "ran out of host memory" in output, (code, output[-1000:])
