@@ -537,3 +537,33 @@ def test_a_worker_that_dies_before_it_is_ready_is_the_machines_failure(monkeypat
         assert judge.reward.of(result) == judge.reward.failure
     monkeypatch.undo()
     _honest_passes(judge)
+
+
+# Red team round 112: one statement adding 400 constants of 4096 characters, which CPython's constant folder (run by
+# compile(), not by the parser) turns into ~330 MB of intermediate strings, held until compilation ends.
+FOLDING = "import triton\n\nx = " + " + ".join(["'a' * 4096"] * 400) + "\n\ndef solution(x, y):\n    return x\n"
+_PEAK_AFTER_COMPILING = """
+import resource, sys
+from kerneldojo.graders.compile import compile_submission
+from kerneldojo.tasks import get_task
+compile_submission(get_task("vector_add"), sys.stdin.read(), "triton", "90")
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def test_the_judges_syntax_check_folds_no_constants(tmp_path):
+    """The 18 kB version of FOLDING (emoji, 1,000 terms) made the judge's own syntax check allocate gigabytes, and
+    the OOM killer ended the judge with every step in it. The judge now only parses (`ast.parse`); the worker's
+    import, under its memory limit, is where the submission's text is compiled."""
+    import os
+    import subprocess
+    import sys
+
+    def peak_kib(source: str) -> int:
+        done = subprocess.run([sys.executable, "-c", _PEAK_AFTER_COMPILING], input=source, capture_output=True,
+                              text=True, timeout=300, env={**os.environ, "KERNELDOJO_CACHE": str(tmp_path)})
+        assert done.returncode == 0, done.stderr[-2000:]
+        return int(done.stdout.split()[-1])
+
+    grown_mib = (peak_kib(FOLDING) - peak_kib(HONEST.replace("import triton", "import triton\nx = 'a' * 4096"))) / 1024
+    assert grown_mib < 100, grown_mib  # compile() grew it by ~330 MiB
