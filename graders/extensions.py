@@ -124,13 +124,12 @@ def refused_word(text: str) -> str | None:
     """The first word of a flag entry the judge does not pass to a build, or None."""
     if re.search(r"[^\S ]", text):
         return text
-    words = [w for w in text.split(" ") if w]
-    while words:
-        word = words.pop(0)
+    words = iter(w for w in text.split(" ") if w)  # consumed in order: popping a list's head was quadratic
+    for word in words:
         flag, equals, value = word.partition("=")
         if flag in _VALUED:
             if not equals:
-                value = words.pop(0) if words else ""
+                value = next(words, "")
             if not re.fullmatch(_VALUED[flag], value):
                 return f"{word} {value}".strip() if not equals else word
         elif not FLAG.fullmatch(word):

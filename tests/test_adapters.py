@@ -287,6 +287,31 @@ def test_load_inline_calls_read_a_spread_dict_and_leave_out_what_load_inline_wou
         build_extensions([head + bad], "90", strict=False)  # nothing to build ahead: no exception of the judge's
 
 
+def test_the_judges_reading_of_load_inline_calls_is_linear_in_the_source(monkeypatch):
+    """Red team round 113: `load_inline(**F, **F, ...)`, 24,500 spreads of one 12,000-key dict in a 198 kB source,
+    made the judge's pre-build evaluate F each time (8 minutes of its process). The literal nodes it evaluates are now
+    bounded by twice the source's; past that, the calls are left to the worker's own build."""
+    import ast
+
+    from kerneldojo.adapters import runtime
+    from kerneldojo.graders.extensions import refused_word
+
+    evaluated = []
+    literal_eval = ast.literal_eval
+    monkeypatch.setattr(runtime.ast, "literal_eval", lambda node: evaluated.append(node) or literal_eval(node))
+    keys = 2000
+    source = ("from torch.utils.cpp_extension import load_inline\n"
+              "F = {" + ", ".join(f"'{k}': 0" for k in range(keys)) + "}\n"
+              "x = load_inline(" + ", ".join(["**F"] * 2000) + ")\n")
+    assert runtime.load_inline_calls(source) == []
+    assert len(evaluated) <= 2 * 4  # the tree's ~4 nodes a key (and a spread's name), twice: a few evaluations of F
+    honest = ("from torch.utils.cpp_extension import load_inline\nsrc = 'int f();'\n"
+              "a = load_inline(name='a', cpp_sources=src, functions=['f'])\n"
+              "b = load_inline(name='b', cpp_sources=src, functions=['f'])\n")
+    assert [call["name"] for call in runtime.load_inline_calls(honest)] == ["a", "b"]
+    assert refused_word(" ".join(["-w"] * 1000)) is None and refused_word("-w -I /x") is not None
+
+
 def test_a_solution_past_the_source_limit_is_refused_before_any_parse_or_wrap(judge, monkeypatch):
     """Red team round 59: a 21 MB solution was parsed by the adapter (2 minutes, 11 GB in the judge's process) before
     the judge refused its length."""
