@@ -44,7 +44,7 @@ $(VENV)/.kerneldojo-integrations: $(STAMP) pyproject.toml
 
 test: $(STAMP) $(VENV)/.kerneldojo-docker-sdk $(VENV)/.kerneldojo-serve-ray $(VENV)/.kerneldojo-integrations
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=15
 
 test-integrations: $(VENV)/.kerneldojo-integrations
 	$(PY) -m pytest -q tests/test_integrations.py
