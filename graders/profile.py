@@ -366,7 +366,7 @@ def triton_kernel_names(source: str) -> set[str]:
 
 
 # A package's files read for its Triton kernels, at most: bounds the judge's reading of whatever a source imports.
-PACKAGE_FILES_READ, PACKAGE_FILE_BYTES = 4000, 2 << 20
+PACKAGE_FILES_READ, PACKAGE_FILE_BYTES, PACKAGE_ENTRIES_VISITED = 4000, 2 << 20, 40_000
 
 
 @functools.cache  # installed files do not change under a running judge
@@ -403,12 +403,15 @@ def _package_files(top: str) -> tuple[Path, ...]:
         spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
         return ()
-    if spec is None:
+    # A namespace package (no origin) is any folder of that name on the path, the trainer's `data/` beside its
+    # script among them (red team round 114: `if False: import data` walked 300,000 files of one): not read.
+    if spec is None or spec.origin is None or spec.origin == "namespace":
         return ()
-    if spec.submodule_search_locations:
-        walk = (f for folder in spec.submodule_search_locations for f in Path(folder).rglob("*.py"))
-        return tuple(itertools.islice(walk, PACKAGE_FILES_READ))
-    return (Path(spec.origin),) if spec.origin and spec.origin.endswith(".py") else ()
+    if spec.submodule_search_locations:  # the walk bounded by what it visits, .py or not
+        visited = (path for folder in spec.submodule_search_locations for path in Path(folder).rglob("*"))
+        return tuple(f for f in itertools.islice(visited, PACKAGE_ENTRIES_VISITED) if f.suffix == ".py")[
+            :PACKAGE_FILES_READ]
+    return (Path(spec.origin),) if spec.origin.endswith(".py") else ()
 
 
 # Beside each library the judge built: its kernels, one name per line (`graders.compile` writes it), or a line
