@@ -626,3 +626,35 @@ def test_many_refused_submits_fail_their_jobs_without_recursing(tmp_path):
         assert all(restarted.jobs[j.id].state == "failed" for j in jobs)
     finally:
         restarted.close()
+
+
+def test_a_submission_waiting_for_the_queue_holds_no_other_request(tmp_path, monkeypatch):
+    """Red team round 115: `/evaluate` queued its job on the event loop, so while a batch of a thousand held the queue's
+    lock through its log writes, every client's requests (`/health` too) waited behind it. A queue held shut here:
+    `/health` still answers."""
+    import threading
+
+    from kerneldojo.result import EvalResult, Versions
+    from kerneldojo.service.jobs import JobQueue
+
+    entered, release = threading.Event(), threading.Event()
+    submit_within = JobQueue.submit_within
+
+    def held(self, *args, **kwargs):
+        entered.set()
+        release.wait(60)
+        return submit_within(self, *args, **kwargs)
+
+    monkeypatch.setattr(JobQueue, "submit_within", held)
+    config = ServiceConfig(state_dir=tmp_path, devices="cpu:1", tokens=load_tokens(json.dumps(TOKENS)))
+    ok = EvalResult(task="vector_add", language="triton", device="cpu", mode="cpu", status="ok", reward=1.0,
+                    versions=Versions(kerneldojo="0", python="3", torch="2"))
+    executor = ScriptedExecutor(lambda *_: ok, slots=[{"device": "cpu", "mode": "cpu"}])
+    with served_in_thread(config, executor) as url, ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(evaluate, url, "alice", subs.VECTOR_ADD_TRITON)
+        assert entered.wait(30)
+        try:
+            assert httpx.get(f"{url}/health", timeout=10).status_code == 200
+        finally:
+            release.set()
+        assert waiting.result(60).json()["result"]["status"] == "ok"
