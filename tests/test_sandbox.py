@@ -754,3 +754,27 @@ def test_an_oom_kill_for_a_parents_limit_is_told_from_one_for_the_workers_own(me
     outside, code = _filled_in(memory_parent, 1 << 30, 160)  # its own 1 GiB: the parent's 96 MiB ran out first
     assert code == -signal.SIGKILL and outside.oom_killed_from_outside() and not outside.oom_killed()
     assert "not this submission's" in outside.notes()[0]
+
+
+FALLOCATE = """
+import ctypes, os
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def solution(x, y):
+    kept = libc.fallocate(1, 1, ctypes.c_long(0), ctypes.c_long(1 << 30))  # FALLOC_FL_KEEP_SIZE, on the output file
+    why = ctypes.get_errno()
+    with open("/tmp/pre", "wb") as f:  # glibc's emulation writes instead, under every limit
+        os.posix_fallocate(f.fileno(), 0, 1 << 16)
+    raise RuntimeError(f"fallocate {kept} errno {why} emulated {os.stat('/tmp/pre').st_size}")
+"""
+
+
+def test_no_disk_is_reserved_without_a_write(judge):
+    """Red team round 116: fallocate(FALLOC_FL_KEEP_SIZE) on the worker's output file (the host's disk) reserved
+    blocks past its end, a size RLIMIT_FSIZE never saw, until the judge's disk was full; the step ended `ok`."""
+    import errno
+
+    result = judge.evaluate("vector_add", FALLOCATE, "python")
+    assert f"fallocate -1 errno {errno.EOPNOTSUPP} emulated 65536" in result.messages[0], result.messages

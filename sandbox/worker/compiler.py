@@ -37,6 +37,10 @@ def main(argv: list[str]) -> None:
     spec = importlib.util.spec_from_file_location("kerneldojo_compiler_confine", Path(__file__).with_name("confine.py"))
     confine = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look it up there
     spec.loader.exec_module(confine)
+    spec = importlib.util.spec_from_file_location("kerneldojo_compiler_filter", Path(__file__).with_name(
+        "syscall_filter.py"))
+    syscall_filter = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(syscall_filter)
     # The compiler's processes inherit these: CPU time per process (a loaded machine does not inflate it), no core
     # dumps, no file past `file_bytes` (the library, nvcc's intermediates in /tmp).
     for limit, value in ((resource.RLIMIT_CPU, int(cpu_s)), (resource.RLIMIT_CORE, 0),
@@ -51,6 +55,7 @@ def main(argv: list[str]) -> None:
     os.close(null)
     control, _unread = Pipe()  # enter reports to a worker's judge through this; here it goes to the log line
     protections = confine.enter(confine.Plan(**json.loads(plan_json), control=control), lambda: None)
+    syscall_filter.before_submission_code()  # inherited through exec: a build's processes reserve no disk either
     print(PROTECTIONS_PREFIX + json.dumps(protections, default=str), file=sys.stderr, flush=True)
     os.environ["PATH"] = os.environ.get("PATH") or "/usr/bin:/bin"
     # This process is pid 1 of the build's pid namespace; the compiler is its child, so that the kernel's signals

@@ -15,7 +15,8 @@ libseccomp sets no_new_privs, and a filter cannot be removed by the code it filt
 GPU mode keeps fork for now: the harness runs cuobjdump and the Nsight Compute replay as children after
 the submission loaded (docs/threat-model.md).
 
-`refuse_reaching_other_processes` is loaded in every mode by each process about to load a submission: the
+`refuse_reaching_other_processes` is loaded in every mode by each process about to load a submission (and by a
+confined build before its compiler starts): the
 system calls whose permission is only "the same uid" (prlimit on another process set the judge's RLIMIT_CPU to
 one second, and the kernel killed it: red team round 14, a GPU worker, which has no pid namespace; CPU affinity,
 priorities of a whole uid, page migration: round 41) act on the caller only, and no process is made another's
@@ -73,6 +74,11 @@ def refuse_reaching_other_processes() -> str | bool:
     rules.add_rule(refuse, "ioprio_set", other(1))
     rules.add_rule(refuse, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_PARENT, CLONE_PARENT))
     rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")  # glibc falls back to clone, as Docker's profile relies on
+    # Disk reserved without a write: fallocate(FALLOC_FL_KEEP_SIZE) past a file's end changes no size, so
+    # RLIMIT_FSIZE never sees it, and on the host's disk no cgroup does (red team round 116: the worker's output file
+    # reserved the judge's whole disk, and the step ended `ok`). As a file system without it: glibc's
+    # posix_fallocate then writes, which every limit counts.
+    rules.add_rule(seccomp.ERRNO(errno.EOPNOTSUPP), "fallocate")
     return _load(rules)
 
 
