@@ -757,7 +757,7 @@ def test_an_oom_kill_for_a_parents_limit_is_told_from_one_for_the_workers_own(me
 
 
 FALLOCATE = """
-import ctypes, os
+import ctypes, os, struct
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -765,16 +765,25 @@ libc = ctypes.CDLL(None, use_errno=True)
 def solution(x, y):
     kept = libc.fallocate(1, 1, ctypes.c_long(0), ctypes.c_long(1 << 30))  # FALLOC_FL_KEEP_SIZE, on the output file
     why = ctypes.get_errno()
+    # FS_IOC_RESVSP64, the request's upper bits set (the kernel reads the low 32 only)
+    reserve = struct.pack("hhqqiI4i", 0, 0, 0, 1 << 30, 0, 0, 0, 0, 0, 0)
+    ioctl = libc.ioctl(1, ctypes.c_ulong(0x4030582A | (1 << 32)), reserve), ctypes.get_errno()
     with open("/tmp/pre", "wb") as f:  # glibc's emulation writes instead, under every limit
         os.posix_fallocate(f.fileno(), 0, 1 << 16)
-    raise RuntimeError(f"fallocate {kept} errno {why} emulated {os.stat('/tmp/pre').st_size}")
+    inotify = libc.inotify_init1(0), ctypes.get_errno()
+    raise RuntimeError(f"fallocate {kept} errno {why} ioctl {ioctl} emulated {os.stat('/tmp/pre').st_size} "
+                       f"inotify {inotify} blocks {os.fstat(1).st_blocks}")
 """
 
 
 def test_no_disk_is_reserved_without_a_write(judge):
     """Red team round 116: fallocate(FALLOC_FL_KEEP_SIZE) on the worker's output file (the host's disk) reserved
-    blocks past its end, a size RLIMIT_FSIZE never saw, until the judge's disk was full; the step ended `ok`."""
+    blocks past its end, a size RLIMIT_FSIZE never saw, until the judge's disk was full; the step ended `ok`. Round
+    117: the same through the VFS's FS_IOC_RESVSP64 ioctl, and inotify instances counted against the judge's uid."""
     import errno
 
     result = judge.evaluate("vector_add", FALLOCATE, "python")
-    assert f"fallocate -1 errno {errno.EOPNOTSUPP} emulated 65536" in result.messages[0], result.messages
+    refused = (f"fallocate -1 errno {errno.EOPNOTSUPP} ioctl (-1, {errno.EOPNOTSUPP}) emulated 65536 "
+               f"inotify (-1, {errno.EPERM}) blocks ")
+    assert refused in result.messages[0], result.messages
+    assert int(result.messages[0].split(refused)[1].split()[0]) < (1 << 20), result.messages  # 512-byte blocks

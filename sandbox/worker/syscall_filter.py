@@ -29,6 +29,8 @@ from __future__ import annotations
 import errno
 
 CLONE_PARENT, CLONE_THREAD = 0x00008000, 0x00010000
+# FS_IOC_RESVSP, FS_IOC_RESVSP64, FS_IOC_ZERO_RANGE and their 32-bit layouts (struct space_resv of 44 bytes)
+PREALLOCATING_IOCTLS = (0x40305828, 0x4030582A, 0x40305839, 0x402C5828, 0x402C582A, 0x402C5839)
 
 
 def refuse_processes_and_sockets() -> str | bool:
@@ -78,7 +80,14 @@ def refuse_reaching_other_processes() -> str | bool:
     # RLIMIT_FSIZE never sees it, and on the host's disk no cgroup does (red team round 116: the worker's output file
     # reserved the judge's whole disk, and the step ended `ok`). As a file system without it: glibc's
     # posix_fallocate then writes, which every limit counts.
+    # Round 117: the same reservation through generic VFS ioctls (`ioctl_preallocate`), on any descriptor.
     rules.add_rule(seccomp.ERRNO(errno.EOPNOTSUPP), "fallocate")
+    for request in PREALLOCATING_IOCTLS:  # the kernel reads the request's low 32 bits only: so does the rule
+        rules.add_rule(seccomp.ERRNO(errno.EOPNOTSUPP), "ioctl", seccomp.Arg(1, seccomp.MASKED_EQ, 0xFFFFFFFF, request))
+    # Per-uid kernel quotas the worker would share with every process of the judge's uid on the host (its user
+    # namespace maps that uid): inotify and fanotify instances (round 117: 128 held left the host's others none).
+    for name in ("inotify_init", "inotify_init1", "fanotify_init"):
+        rules.add_rule(refuse, name)
     return _load(rules)
 
 
