@@ -354,6 +354,22 @@ def build_folder() -> tempfile.TemporaryDirectory:
     return tempfile.TemporaryDirectory(prefix="kerneldojo-build-")
 
 
+_KILLED_LINE = re.compile(r"^(nvcc error\s*: '[\w.+-]+' died due to signal (9|24)\b|[\w./+-]+: fatal error: Killed "
+                          r"signal terminated program|collect2: fatal error: .* terminated with signal (9|24)\b)",
+                          re.MULTILINE)
+
+
+def _disk_nearly_full(folder: Path) -> bool:
+    """The build's file system, looked at after it failed: the output's "No space left" may be the source's text."""
+    try:
+        return shutil.disk_usage(folder).free < DISK_NEARLY_FULL_BYTES
+    except OSError:
+        return True
+
+
+DISK_NEARLY_FULL_BYTES = 1 << 30
+
+
 def run_confined(tool: str, args: list[str], folder: Path, what: str, compiler: str,
                  extra_ro: tuple[str, ...] = (), extra_env: dict[str, str] | None = None) -> tuple[int, str]:
     """`tool args` run confined in `folder` (`confined`): its exit status and output (stdout and stderr), the
@@ -394,12 +410,15 @@ def run_confined(tool: str, args: list[str], folder: Path, what: str, compiler: 
     output = _log_protections(output)
     # SIGKILL, SIGXCPU: as a signal, or as 128 + it (pid 1 of the build's pid namespace mirrors it so)
     # ... unless the build's own memory limit stopped it: the source's doing, whatever the machine's load
-    killed = proc.returncode in (-9, -24, 137, 152) or (proc.returncode and re.search(r"signal (9|24)\b", output))
+    # In the output, only a compiler driver's own line counts (nvcc's "'cicc' died due to signal 9", gcc's "Killed
+    # signal terminated program"), never a diagnostic, which quotes the source (red team round 118: `#error killed by
+    # signal 9` made every resubmission a transient error, rebuilt each time, never stored)
+    killed = proc.returncode in (-9, -24, 137, 152) or (proc.returncode and re.search(_KILLED_LINE, output))
     if killed and not own_memory:
         raise TransientCompileError(f"{compiler} was stopped building {what}: a compiler process used more than "
                                     f"{COMPILE_CPU_S} s of CPU time or was killed (memory, or the machine's); simplify "
                                     "the templates or unrolling")
-    if proc.returncode and "No space left on device" in output:  # the host's disk, not the source (round 67)
+    if proc.returncode and "No space left on device" in output and _disk_nearly_full(folder):  # the host's (round 67)
         raise TransientCompileError(f"{compiler} could not build {what}: the judge's disk is full (No space left on "
                                     "device); submit it again later")
     return proc.returncode, output

@@ -138,14 +138,16 @@ class Cgroup:
             return ""
         if self.version["memory"] == "v2":
             events = _read_counts(memory / "memory.events")
-            own = events.get("oom", 0) > 0
+            own, peak = events.get("oom", 0) > 0, _read_int(memory / "memory.peak")
         else:
             events = _read_counts(memory / "memory.oom_control")
             peak = _read_int(memory / "memory.max_usage_in_bytes")
             own = peak >= self.memory_bytes - (1 << 20)
         if events.get("oom_kill", 0) == 0:
             return ""
-        return "own" if own else "outside"
+        # A worker that held half of what it shared with others was the one that ran the pool dry, under its own
+        # limit or not (red team round 118: 3 GiB touched under a 1.5 GiB parent ended `skipped`, not its failure).
+        return "own" if own or peak >= _shared_memory(memory, self.version["memory"]) // 2 else "outside"
 
     def notes(self) -> list[str]:
         """What the limits stopped, for the judge's message after a death or a timeout."""
@@ -238,6 +240,17 @@ def _procs(folder: Path) -> list[int]:
         return [int(pid) for pid in (folder / "cgroup.procs").read_text().split()]
     except (OSError, ValueError):
         return []
+
+
+def _shared_memory(folder: Path, version: str) -> int:
+    """The memory a worker's cgroup shares with others: the least limit above it, or the host's."""
+    host = next((int(line.split()[1]) << 10 for line in _read(Path("/proc/meminfo")).splitlines()
+                 if line.startswith("MemTotal:")), 1 << 62)
+    if version != "v2":
+        return min(host, _read_counts(folder / "memory.stat").get("hierarchical_memory_limit", host))
+    limits = [_read_int(parent / "memory.max") or host for parent in folder.parents
+              if (parent / "memory.max").exists()]
+    return min([host, *limits])
 
 
 def _read_int(path: Path) -> int:

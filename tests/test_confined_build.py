@@ -129,6 +129,14 @@ def test_a_build_that_prints_without_end_is_stopped_and_its_output_kept_bounded(
     assert not isinstance(raised.value, compile_mod.TransientCompileError), text[-500:]
 
 
+def test_a_diagnostic_that_quotes_a_kill_or_a_full_disk_is_the_sources_error(tmp_path):
+    """Red team round 118: `#error killed by signal 9` (or `No space left on device`) in the compiler's output made the
+    build a transient error, never stored, rebuilt at every resubmission: only a driver's own line counts."""
+    for text in ("x.cu(1): error: #error killed by signal 9", "x.cu(1): error: #error No space left on device"):
+        code, output = compile_mod.run_confined("/bin/sh", ["-c", f"echo '{text}'; exit 2"], tmp_path, "a build", "sh")
+        assert code == 2 and text in output
+
+
 def test_a_compiler_killed_from_outside_is_the_machines_failure(tmp_path):
     """The processes between the judge and the compiler mirror a SIGKILL (they reported exit code 70: resetting
     SIGKILL's handler raised), so a build the OOM killer or an operator stopped is not stored as the source's."""

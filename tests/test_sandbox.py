@@ -730,30 +730,49 @@ def memory_parent(monkeypatch):
     parent.rmdir()
 
 
-def _filled_in(isolation, memory_bytes: int, mib: int):
-    cgroup = isolation.Cgroup(memory_bytes, 64)
-    filler = subprocess.Popen(["python3", "-c", _FILL.format(mib=mib)], preexec_fn=lambda: (
-        cgroup.dirs["memory"] / "cgroup.procs").write_text(str(os.getpid())))
+def _run_in(cgroup, command: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(command, preexec_fn=lambda: (cgroup.dirs["memory"] / "cgroup.procs").write_text(
+        str(os.getpid())))
+
+
+def _ended(cgroup, *processes: subprocess.Popen) -> list[int | None]:
     try:
-        filler.wait(60)
+        for process in processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(60)
     finally:
-        filler.kill()
+        for process in processes:
+            process.kill()
         cgroup.kill()
         cgroup.remove()
-    return cgroup, filler.returncode
+    return [process.returncode for process in processes]
 
 
-def test_an_oom_kill_for_a_parents_limit_is_told_from_one_for_the_workers_own(memory_parent):
+def test_an_oom_kill_for_a_parents_limit_is_told_from_one_for_the_workers_own(memory_parent, tmp_path):
     """Red team round 110: one worker's tmpfs filled a shared parent's limit and the OOM killer ended another step's
     honest worker, far under its own limit, which was then told "the worker ran out of host memory" (its submission's
-    runtime_error). A kill under the worker's own limit is now the machine's (`WorkerLost`: skipped, nothing stored);
-    one at its own limit stays the submission's."""
-    own, code = _filled_in(memory_parent, 48 << 20, 80)  # its own 48 MiB, under the parent's 96
-    assert code == -signal.SIGKILL and own.oom_killed() and not own.oom_killed_from_outside()
-    assert "ran out of host memory" in own.notes()[0]
-    outside, code = _filled_in(memory_parent, 1 << 30, 160)  # its own 1 GiB: the parent's 96 MiB ran out first
-    assert code == -signal.SIGKILL and outside.oom_killed_from_outside() and not outside.oom_killed()
-    assert "not this submission's" in outside.notes()[0]
+    runtime_error). A kill of a worker under its own limit that held little of what it shared is now the machine's
+    (`WorkerLost`: skipped, nothing stored); one at its own limit, or one that held half the shared memory (round 118:
+    its own hog), stays the submission's."""
+    isolation = memory_parent
+    own = isolation.Cgroup(48 << 20, 64)  # its own 48 MiB, under the parent's 96
+    assert _ended(own, _run_in(own, ["python3", "-c", _FILL.format(mib=80)])) == [-signal.SIGKILL]
+    assert own.oom_killed() and not own.oom_killed_from_outside() and "ran out of host memory" in own.notes()[0]
+    hog = isolation.Cgroup(1 << 30, 64)  # its own 1 GiB: the parent's 96 MiB run dry by its own memory
+    assert _ended(hog, _run_in(hog, ["python3", "-c", _FILL.format(mib=160)])) == [-signal.SIGKILL]
+    assert hog.oom_killed() and not hog.oom_killed_from_outside()
+    # A victim of 20 MiB beside a filler of tmpfs pages (in no process's RSS, so the OOM killer takes the victim)
+    victim, filler = isolation.Cgroup(1 << 30, 64), isolation.Cgroup(1 << 30, 64)
+    held = _run_in(victim, ["python3", "-c", _FILL.format(mib=20)])
+    time.sleep(2)
+    tmpfs = Path("/dev/shm") / f"kerneldojo-test-{tmp_path.name}"
+    try:
+        _ended(filler, _run_in(filler, ["sh", "-c", f"head -c {160 << 20} /dev/zero > {tmpfs}"]))
+    finally:
+        tmpfs.unlink(missing_ok=True)
+    assert _ended(victim, held) == [-signal.SIGKILL]
+    assert victim.oom_killed_from_outside() and not victim.oom_killed()
+    assert "not this submission's" in victim.notes()[0]
 
 
 FALLOCATE = """
@@ -771,8 +790,13 @@ def solution(x, y):
     with open("/tmp/pre", "wb") as f:  # glibc's emulation writes instead, under every limit
         os.posix_fallocate(f.fileno(), 0, 1 << 16)
     inotify = libc.inotify_init1(0), ctypes.get_errno()
+    try:
+        os.setxattr(1, "user.k", b"x" * 3000)
+        xattr = "set"
+    except OSError as e:
+        xattr = e.errno
     raise RuntimeError(f"fallocate {kept} errno {why} ioctl {ioctl} emulated {os.stat('/tmp/pre').st_size} "
-                       f"inotify {inotify} blocks {os.fstat(1).st_blocks}")
+                       f"inotify {inotify} xattr {xattr} blocks {os.fstat(1).st_blocks}")
 """
 
 
@@ -784,6 +808,6 @@ def test_no_disk_is_reserved_without_a_write(judge):
 
     result = judge.evaluate("vector_add", FALLOCATE, "python")
     refused = (f"fallocate -1 errno {errno.EOPNOTSUPP} ioctl (-1, {errno.EOPNOTSUPP}) emulated 65536 "
-               f"inotify (-1, {errno.EPERM}) blocks ")
+               f"inotify (-1, {errno.EPERM}) xattr {errno.ENOTSUP} blocks ")
     assert refused in result.messages[0], result.messages
     assert int(result.messages[0].split(refused)[1].split()[0]) < (1 << 20), result.messages  # 512-byte blocks

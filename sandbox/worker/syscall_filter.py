@@ -88,6 +88,10 @@ def refuse_reaching_other_processes() -> str | bool:
     # namespace maps that uid): inotify and fanotify instances (round 117: 128 held left the host's others none).
     for name in ("inotify_init", "inotify_init1", "fanotify_init"):
         rules.add_rule(refuse, name)
+    # Extended attributes are stored beside a file's size on disk (round 118, on the output file): as a file system
+    # without them (ENOTSUP, which shutil's copies pass over).
+    for name in ("setxattr", "lsetxattr", "fsetxattr"):
+        rules.add_rule(seccomp.ERRNO(errno.ENOTSUP), name)
     return _load(rules)
 
 
