@@ -7,6 +7,9 @@ def make_inputs(shape: dict, seed: int, device) -> tuple[torch.Tensor, ...]:
     rows, vocab = shape["rows"], shape["vocab"]
     # Language-model logits: spread of a few units, so the softmax is peaked but not one-hot.
     logits = 3 * torch.randn(rows, vocab, generator=g, device=device)
+    # Each row shifted by up to 150 either way (the loss does not change): a logsumexp without the row max
+    # subtracted overflows or underflows on most rows (red team round 119 passed such a kernel)
+    logits += 300 * torch.rand(rows, 1, generator=g, device=device) - 150
     target = torch.randint(0, vocab, (rows,), generator=g, device=device, dtype=torch.int64)
     return logits.to(getattr(torch, shape["dtype"])), target
 
