@@ -99,9 +99,14 @@ def test_the_build_limit_is_cpu_time_not_wall_clock(tmp_path, monkeypatch):
         compile_mod._run_nvcc(nvcc, "src", [], tmp_path / "b" / "submission.so", "matmul (cute, float32)", "")
 
 
-def test_a_build_short_of_disk_is_the_machines_failure(tmp_path):
-    """Red team round 67: a full disk made an honest build fail at the link, a compile error stored for good."""
+def test_a_build_short_of_disk_is_the_machines_failure(tmp_path, monkeypatch):
+    """Red team round 67: a full disk made an honest build fail at the link, a compile error stored for good. Round
+    118: the same words in a diagnostic (the source's text) while the disk has room are the source's error."""
     nvcc = _fake_nvcc(tmp_path, "echo '/usr/bin/ld: final link failed: No space left on device'; exit 1")
+    with pytest.raises(compile_mod.CompileError) as raised:  # this disk has room
+        compile_mod._run_nvcc(nvcc, "src", [], tmp_path / "b" / "submission.so", "vector_add (cuda, float32)", "")
+    assert not isinstance(raised.value, compile_mod.TransientCompileError)
+    monkeypatch.setattr(compile_mod, "DISK_NEARLY_FULL_BYTES", 1 << 62)  # a disk as good as full
     with pytest.raises(compile_mod.TransientCompileError, match="disk is full"):
         compile_mod._run_nvcc(nvcc, "src", [], tmp_path / "b" / "submission.so", "vector_add (cuda, float32)", "")
 
